@@ -1,0 +1,13 @@
+"""Triton kernels, one family per file, each with its launcher; ``reference``
+holds the pure-torch versions (test oracles and the CPU path).
+
+- ``sample``: uniform neighbour sampling of one hop (CSC, GPU or UVA).
+- ``id_map``: fused global-to-local id mapping, keyed by sub-batch.
+- ``gather``: feature row gather from GPU memory or pinned host memory.
+"""
+from .gather import gather_rows
+from .id_map import IdMap
+from .outputs import HopSample, MappedHop
+from .sample import sample_neighbors
+
+__all__ = ["sample_neighbors", "IdMap", "gather_rows", "HopSample", "MappedHop"]

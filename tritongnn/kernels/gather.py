@@ -1,0 +1,123 @@
+"""Feature row gather from GPU memory or pinned host memory (UVA).
+
+``out[i] = table[ids[i]]`` for float32, bfloat16, float16 (any dtype, in
+fact: the kernel only moves bits). The table is split in two tiers that the
+dual cache fills later: rows ``< num_hot`` are read from ``hot`` (GPU memory,
+the hot-first relabelled ids make "cached?" one comparison), the others from
+``cold`` (any readable memory, usually the pinned host table). With one tier
+only, pass the same table twice and ``num_hot = N`` (all in GPU memory) or
+``0`` (all through UVA).
+
+Why the rows are visited in sorted id order when any come from the host: the
+H200 reads 512-byte host rows through UVA at 17-21 GB/s in random order but at
+54 GB/s (the 55 GB/s PCIe ceiling) in ascending order (DESIGN.md, Measuring).
+Sorting 10^5 ids on the GPU costs tens of microseconds; a batch's host read
+costs milliseconds. The write side (HBM, scattered rows) is cheap either way.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from . import reference
+from ._launch import check_readable, next_power_of_2, use_triton
+
+
+@triton.jit
+def _gather_kernel(
+    hot,        # [num_hot, D] rows of the GPU tier
+    cold,       # [N, D] rows of the other tier (indexed by the same ids)
+    ids,        # [n] int64 row ids
+    order,      # [n] int64 visiting order (if ORDERED), e.g. argsort(ids)
+    out,        # [n, D] output, row i = table[ids[i]]
+    n,
+    num_hot,
+    D: tl.constexpr,  # row width in elements (one compile per width)
+    stride_hot, stride_cold, stride_out,  # row strides in elements
+    ORDERED: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    i_r = tl.program_id(0).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    m_r = i_r < n
+    if ORDERED:
+        i_r = tl.load(order + i_r, mask=m_r, other=0)
+    b_id = tl.load(ids + i_r, mask=m_r, other=0)
+    m_hot = m_r & (b_id < num_hot)
+    m_cold = m_r & (b_id >= num_hot)
+    p_hot = hot + b_id[:, None] * stride_hot
+    p_cold = cold + b_id[:, None] * stride_cold
+    p_out = out + i_r[:, None] * stride_out
+    for d0 in range(0, D, BLOCK_D):
+        o_d = d0 + tl.arange(0, BLOCK_D)
+        m_d = o_d[None, :] < D
+        b_hot = tl.load(p_hot + o_d[None, :], mask=m_hot[:, None] & m_d, other=0)
+        b_cold = tl.load(p_cold + o_d[None, :], mask=m_cold[:, None] & m_d, other=0)
+        # a select, not a sum: -0.0 and NaN payloads must come out bit for bit
+        b_row = tl.where(m_hot[:, None], b_hot, b_cold)
+        tl.store(p_out + o_d[None, :], b_row, mask=m_r[:, None] & m_d)
+
+
+def _launch_settings(row_bytes: int, elem: int) -> tuple[int, int, int]:
+    # One program moves ~16 KB: enough bytes in flight per SM to cover PCIe
+    # latency through UVA, small enough for many programs per SM.
+    block_d = min(next_power_of_2(max(row_bytes // elem, 1)), 4096 // elem)  # <= 4 KB of a row
+    block_rows = max(1, min(64, 16384 // (block_d * elem)))
+    return next_power_of_2(block_rows), block_d, 4
+
+
+def gather_rows(
+    table: torch.Tensor,
+    ids: torch.Tensor,
+    out: torch.Tensor | None = None,
+    hot: torch.Tensor | None = None,
+    num_hot: int = 0,
+) -> torch.Tensor:
+    """Gather ``table[ids]`` into ``out`` on ``ids``'s device.
+
+    Args:
+        table: ``[N, D]`` the full table (GPU memory, or pinned host memory
+            read through UVA).
+        ids: ``[n]`` int64 row ids in ``[0, N)`` (not checked here: the
+            sampler produces them; validate user ids before).
+        out: ``[n, D]`` preallocated output on ``ids``'s device, same dtype.
+        hot: ``[num_hot, D]`` GPU copy of the first ``num_hot`` rows, or None.
+        num_hot: rows ``< num_hot`` are read from ``hot``.
+
+    Returns:
+        ``out``.
+
+    Example:
+        >>> x = gather_rows(features_pinned, n_id)   # UVA read into GPU memory
+    """
+    if table.dim() != 2:
+        raise ValueError(f"table must be 2-D [num_rows, dim], got shape {tuple(table.shape)}")
+    if ids.dtype != torch.int64 or ids.dim() != 1:
+        raise TypeError(f"ids must be a 1-D int64 tensor, got {ids.dtype} of shape {tuple(ids.shape)}")
+    device = ids.device
+    if out is None:
+        out = torch.empty((ids.numel(), table.size(1)), dtype=table.dtype, device=device)
+    if out.shape != (ids.numel(), table.size(1)) or out.dtype != table.dtype or out.device != device:
+        raise ValueError(f"out must be a [{ids.numel()}, {table.size(1)}] {table.dtype} tensor "
+                         f"on {device}, got {tuple(out.shape)} {out.dtype} on {out.device}")
+    if hot is None:
+        hot, num_hot = table, 0
+    if not use_triton(device):
+        return reference.gather_rows(table, ids, out, hot, num_hot)
+    check_readable(table, device, "table")
+    check_readable(hot, device, "hot")
+    if table.stride(1) != 1 or hot.stride(1) != 1 or out.stride(1) != 1:
+        raise ValueError("table, hot and out rows must be contiguous (stride 1 along dim 1)")
+    n = ids.numel()
+    if n == 0:
+        return out
+    ordered = num_hot < table.size(0)  # some rows come through UVA
+    order = torch.argsort(ids) if ordered else ids
+    block_rows, block_d, num_warps = _launch_settings(table.size(1) * table.element_size(),
+                                                      table.element_size())
+    _gather_kernel[(triton.cdiv(n, block_rows),)](
+        hot, table, ids, order, out, n, num_hot, table.size(1),
+        hot.stride(0), table.stride(0), out.stride(0),
+        ORDERED=ordered, BLOCK_ROWS=block_rows, BLOCK_D=block_d, num_warps=num_warps)
+    return out

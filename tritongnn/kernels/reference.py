@@ -1,0 +1,136 @@
+"""Pure-torch references of every kernel: the tests' oracle and the CPU path.
+
+Each function has the signature and output contract of its Triton launcher.
+Sampling draws from the same distributions as the kernels (not the same random
+stream); the id map and the gather are deterministic and must match the
+kernels element for element.
+"""
+from __future__ import annotations
+
+import torch
+
+from .outputs import HopSample, MappedHop
+
+
+def sample_counts(degree: torch.Tensor, fanout: int, replace: bool) -> torch.Tensor:
+    """Neighbours drawn per node: ``degree`` for fanout -1, ``fanout`` (0 when
+    isolated) with replacement, ``min(degree, fanout)`` without."""
+    if fanout == -1:
+        return degree.clone()
+    if replace:
+        return torch.where(degree > 0, fanout, 0).to(torch.int64)
+    return degree.clamp(max=fanout)
+
+
+def floyd_sample(degree: torch.Tensor, fanout: int, generator=None) -> torch.Tensor:
+    """``[n, fanout]`` distinct positions in ``[0, degree_i)`` per row, every
+    ``fanout``-subset equally likely (Robert Floyd's algorithm). Requires
+    ``degree > fanout`` on every row."""
+    n = degree.numel()
+    chosen = torch.full((n, fanout), -1, dtype=torch.int64, device=degree.device)
+    for s in range(fanout):
+        top = degree - fanout + s  # draw t uniform in [0, top]
+        u = torch.rand(n, generator=generator, dtype=torch.float64, device=degree.device)
+        t = (u * (top + 1).to(torch.float64)).long().clamp(max=top)
+        seen = (chosen == t[:, None]).any(1)
+        chosen[:, s] = torch.where(seen, top, t)
+    return chosen
+
+
+def sample_neighbors(indptr, indices, frontier, frontier_local, num_frontier, fanout,
+                     replace=False, generator=None, return_eid=False) -> HopSample:
+    """Reference of ``kernels.sample.sample_neighbors`` (exactly sized outputs)."""
+    n = int(num_frontier.reshape(-1)[0])
+    nodes = frontier[:n]
+    start = indptr[nodes]
+    degree = indptr[nodes + 1] - start
+    count = sample_counts(degree, fanout, replace)
+    total = int(count.sum())
+    if fanout == -1:
+        width = int(degree.max()) if n else 0
+        pick = torch.arange(width, device=nodes.device).expand(n, width)
+    elif replace:
+        u = torch.rand(n, fanout, generator=generator, dtype=torch.float64, device=nodes.device)
+        pick = (u * degree[:, None].to(torch.float64)).long()
+        pick = torch.minimum(pick, (degree[:, None] - 1).clamp(min=0))
+    else:
+        pick = torch.arange(fanout, device=nodes.device).repeat(n, 1)
+        m_random = degree > fanout
+        if m_random.any():
+            pick[m_random] = floyd_sample(degree[m_random], fanout, generator)
+    width = pick.size(1)
+    m_edge = torch.arange(width, device=nodes.device)[None, :] < count[:, None]
+    pos = (start[:, None] + pick)[m_edge]  # row-major: grouped by node, in frontier order
+    src = indices[pos].to(torch.int64)
+    dst = frontier_local[:n, None].expand(n, width)[m_edge]
+    num_edges = torch.tensor([total], dtype=torch.int64, device=nodes.device)
+    return HopSample(src, dst.contiguous(), pos if return_eid else None, num_edges)
+
+
+class IdMap:
+    """Reference of ``kernels.id_map.IdMap``: sorted keys + searchsorted."""
+
+    def __init__(self, num_nodes: int, num_batches: int, device):
+        self.num_nodes, self.num_batches = int(num_nodes), int(num_batches)
+        self.device = torch.device(device)
+        self.base = torch.zeros(self.num_batches, dtype=torch.int64, device=self.device)
+        self.known_keys = torch.empty(0, dtype=torch.int64, device=self.device)
+        self.known_local = torch.empty(0, dtype=torch.int64, device=self.device)
+
+    capacity = float("inf")
+
+    def _keys(self, nodes, batch):
+        return nodes if batch is None else batch * self.num_nodes + nodes
+
+    def start(self, seeds, seeds_batch=None):
+        count = seeds.numel()
+        batch = torch.zeros_like(seeds) if seeds_batch is None else seeds_batch
+        per_batch = torch.bincount(batch, minlength=self.num_batches)
+        first = torch.cumsum(per_batch, 0) - per_batch
+        local = torch.arange(count, device=self.device) - first[batch]
+        keys, inverse = torch.unique(self._keys(seeds, seeds_batch), return_inverse=True)
+        first_pos = torch.full((keys.numel(),), count, dtype=torch.int64, device=self.device)
+        first_pos.scatter_reduce_(0, inverse, torch.arange(count, device=self.device), "amin")
+        self.known_keys, self.known_local = keys, local[first_pos]
+        self.base = per_batch
+        return local
+
+    def insert(self, cand, num_cand, cand_batch=None) -> MappedHop:
+        m = int(num_cand.reshape(-1)[0])
+        cand = cand[:m]
+        batch = None if cand_batch is None else cand_batch[:m]
+        keys = self._keys(cand, batch)
+        idx = torch.searchsorted(self.known_keys, keys)
+        found = idx < self.known_keys.numel()
+        found[found.clone()] = self.known_keys[idx[found]] == keys[found]
+        pos_new = torch.nonzero(~found).flatten()
+        uniq, inverse = torch.unique(keys[pos_new], return_inverse=True)
+        first_pos = torch.full((uniq.numel(),), m, dtype=torch.int64, device=self.device)
+        first_pos.scatter_reduce_(0, inverse, pos_new, "amin")
+        order = torch.argsort(first_pos)  # new nodes in order of first appearance
+        rank_of = torch.empty_like(order)
+        rank_of[order] = torch.arange(order.numel(), device=self.device)
+        new_keys = uniq[order]
+        new_batch = new_keys // self.num_nodes
+        per_batch = torch.bincount(new_batch, minlength=self.num_batches)
+        first_rank = torch.cumsum(per_batch, 0) - per_batch
+        new_local = self.base[new_batch] + torch.arange(new_keys.numel(), device=self.device) \
+            - first_rank[new_batch]
+        local = torch.empty(m, dtype=torch.int64, device=self.device)
+        local[found] = self.known_local[idx[found]]
+        local[pos_new] = new_local[rank_of[inverse]]
+        self.known_keys, perm = torch.sort(torch.cat([self.known_keys, new_keys]))
+        self.known_local = torch.cat([self.known_local, new_local])[perm]
+        self.base = self.base + per_batch
+        num_new = torch.tensor([new_keys.numel()], dtype=torch.int64, device=self.device)
+        return MappedHop(local, new_keys % self.num_nodes, new_local,
+                         None if cand_batch is None else new_batch, num_new, per_batch)
+
+
+def gather_rows(table, ids, out, hot=None, num_hot=0):
+    """Reference of ``kernels.gather.gather_rows``."""
+    out.copy_(table.index_select(0, ids.to(table.device)))
+    if hot is not None and num_hot > 0:
+        m_hot = ids < num_hot
+        out[m_hot] = hot.index_select(0, ids[m_hot].to(hot.device)).to(out.device)
+    return out
