@@ -1,0 +1,20 @@
+"""tritongnn: GPU neighbour sampling for PyTorch Geometric, in Triton.
+
+Swap ``torch_geometric.loader.NeighborLoader`` for ``tritongnn.NeighborLoader``
+and keep the model: sampling, id mapping and feature gathering run on the GPU,
+reading topology and features from GPU memory or pinned host memory (UVA).
+
+Data flow (each stage in its own module):
+
+    seeds -> sampling.sampler  (per hop: kernels.sample, kernels.id_map)
+          -> kernels.gather    (features: GPU rows, or pinned host rows via UVA)
+          -> sampling.loader   (a PyG Data batch, prepared on a side stream)
+
+``graph`` holds the CSC topology, ``datasets`` the readers and synthetic
+graphs, ``kernels.reference`` the pure-torch versions of every kernel.
+"""
+from .graph import CSCGraph
+from .sampling import NeighborLoader, NeighborSampler, PyGSampler
+
+__version__ = "0.1.0"
+__all__ = ["CSCGraph", "NeighborLoader", "NeighborSampler", "PyGSampler", "__version__"]

@@ -8,16 +8,39 @@ the CPU path of the loader.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_force_reference = False
 
 
 def use_triton(device: torch.device) -> bool:
     """True when the Triton kernels (compiled or interpreted) serve ``device``."""
+    if _force_reference and device.type != "cuda":
+        return False
     return device.type == "cuda" or INTERPRET
+
+
+@contextlib.contextmanager
+def reference_on_cpu():
+    """Run CPU calls through the pure-torch references even under the
+    interpreter: tests that train a model for many batches use it, since the
+    interpreter runs each kernel op in Python (kernels get their own tests)."""
+    global _force_reference
+    previous, _force_reference = _force_reference, True
+    try:
+        yield
+    finally:
+        _force_reference = previous
+
+
+def interpreted_block(block: int, interpreted: int) -> int:
+    """Block size of a launch: ``interpreted`` under the interpreter, where the
+    cost is per operation, not per element, so fewer, larger programs win."""
+    return interpreted if INTERPRET else block
 
 
 def next_power_of_2(n: int) -> int:

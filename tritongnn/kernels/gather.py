@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from . import reference
-from ._launch import check_readable, next_power_of_2, use_triton
+from ._launch import check_readable, interpreted_block, next_power_of_2, use_triton
 
 
 @triton.jit
@@ -64,7 +64,7 @@ def _launch_settings(row_bytes: int, elem: int) -> tuple[int, int, int]:
     # latency through UVA, small enough for many programs per SM.
     block_d = min(next_power_of_2(max(row_bytes // elem, 1)), 4096 // elem)  # <= 4 KB of a row
     block_rows = max(1, min(64, 16384 // (block_d * elem)))
-    return next_power_of_2(block_rows), block_d, 4
+    return interpreted_block(next_power_of_2(block_rows), 256), block_d, 4
 
 
 def gather_rows(

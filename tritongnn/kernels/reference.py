@@ -79,6 +79,10 @@ class IdMap:
 
     capacity = float("inf")
 
+    @property
+    def num_nodes_per_batch(self) -> torch.Tensor:
+        return self.base
+
     def _keys(self, nodes, batch):
         return nodes if batch is None else batch * self.num_nodes + nodes
 

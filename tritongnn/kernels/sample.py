@@ -39,7 +39,7 @@ import triton.language as tl
 
 from . import reference
 from .outputs import HopSample
-from ._launch import check_readable, next_power_of_2, use_triton
+from ._launch import check_readable, interpreted_block, next_power_of_2, use_triton
 
 
 @triton.jit
@@ -165,7 +165,7 @@ def _launch_settings(fanout_pad: int) -> tuple[int, int]:
     # ~2048 tile elements per program keeps Floyd's [BN, FP] compare in
     # registers; 4 warps. Fanout 15 -> 128 nodes per program.
     block_nodes = max(16, min(256, 2048 // fanout_pad))
-    return block_nodes, 4
+    return interpreted_block(block_nodes, 256), 4
 
 
 def sample_neighbors(

@@ -1,0 +1,102 @@
+"""Neighbour sampling kernel: invariants on random graphs, and uniformity."""
+import math
+
+import pytest
+import torch
+from hypothesis import given, strategies as st
+
+from graphs import csc_from_degrees, graphs
+from tritongnn.kernels import reference, sample_neighbors
+
+FANOUTS = st.sampled_from([-1, 0, 1, 2, 5, 13, 16])
+
+
+def run(graph, frontier, fanout, replace, device, seed=0, slack=7, index_dtype=torch.int32):
+    """Sample with ``slack`` garbage slots after the frontier: ids far out of
+    range, which any unmasked read would turn into a crash or a wrong edge."""
+    n = frontier.numel()
+    padded = torch.cat([frontier, torch.full((slack,), 10**12)]).to(device)
+    local = torch.arange(n + slack, device=device) + 100
+    indices = graph.indices.to(device, index_dtype)  # int64 once N passes 2^31
+    hop = sample_neighbors(graph.indptr.to(device), indices, padded, local,
+                           torch.tensor([n], device=device), fanout, replace,
+                           torch.Generator().manual_seed(seed), return_eid=True)
+    e = int(hop.num_edges)
+    return hop.src[:e].cpu(), hop.dst[:e].cpu() - 100, hop.eid[:e].cpu()
+
+
+@given(graph=graphs(), fanout=FANOUTS, replace=st.booleans(), data=st.data(),
+       index_dtype=st.sampled_from([torch.int32, torch.int64]))
+def test_sample_invariants(device, graph, fanout, replace, data, index_dtype):
+    n = data.draw(st.integers(1, 2 * graph.num_nodes))
+    frontier = torch.randint(0, graph.num_nodes, (n,), generator=torch.Generator().manual_seed(n))
+    src, dst, eid = run(graph, frontier, fanout, replace, device, index_dtype=index_dtype)
+    degree = graph.degree()[frontier]
+    count = reference.sample_counts(degree, fanout, replace)
+    # edges grouped by target, in frontier order, the right number for each
+    assert torch.equal(dst, torch.repeat_interleave(torch.arange(n), count))
+    # every sampled edge exists: its position lies in its target's row
+    target = frontier[dst]
+    assert bool(((eid >= graph.indptr[target]) & (eid < graph.indptr[target + 1])).all())
+    assert torch.equal(src, graph.indices[eid].to(torch.int64))
+    if not replace:  # no position drawn twice for one node
+        assert (dst * graph.num_edges + eid).unique().numel() == eid.numel()
+    if fanout == -1 or (not replace and fanout >= 0):
+        full = degree <= fanout if fanout >= 0 else torch.ones_like(degree, dtype=torch.bool)
+        # a node with degree <= fanout takes its whole row, in order
+        whole = torch.repeat_interleave(full, count)
+        expect = torch.cat([torch.arange(graph.indptr[v], graph.indptr[v + 1])
+                            for v in frontier[full].tolist()] or [torch.empty(0, dtype=torch.int64)])
+        assert torch.equal(eid[whole], expect)
+
+
+def chi_square_critical(df, z=3.719):
+    """Wilson-Hilferty upper quantile of chi-square(df); z = 3.719 is p = 1e-4."""
+    h = 2.0 / (9.0 * df)
+    return df * (1.0 - h + z * math.sqrt(h)) ** 3
+
+
+def chi_square(observed, expected):
+    return float(((observed - expected) ** 2 / expected).sum())
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_hub_sampling_is_uniform(device, replace):
+    # One node of degree 500 sampled 2000 times in one launch (each frontier
+    # slot draws its own numbers): every neighbour position equally often.
+    degree, fanout, draws = 500, 10, 2000
+    graph = csc_from_degrees([degree], 1, torch.Generator().manual_seed(0))
+    _, _, eid = run(graph, torch.zeros(draws, dtype=torch.int64), fanout, replace, device, seed=3)
+    assert eid.numel() == draws * fanout
+    observed = torch.bincount(eid, minlength=degree).double()
+    expected = draws * fanout / degree
+    assert chi_square(observed, expected) < chi_square_critical(degree - 1)
+
+
+def test_small_degree_subsets_are_uniform(device):
+    # Degree 6, fanout 3: all 20 subsets equally likely (Floyd's guarantee).
+    draws = 4000
+    graph = csc_from_degrees([6], 1, torch.Generator().manual_seed(0))
+    _, dst, eid = run(graph, torch.zeros(draws, dtype=torch.int64), 3, False, device, seed=5)
+    mask = torch.zeros(draws, dtype=torch.int64).index_add_(0, dst, 1 << eid)
+    subsets = torch.unique(mask, return_counts=True)
+    assert subsets[0].numel() == math.comb(6, 3)
+    assert chi_square(subsets[1].double(), draws / 20) < chi_square_critical(19)
+
+
+def test_same_generator_state_same_sample(device):
+    graph = csc_from_degrees([30, 0, 7, 100], 4, torch.Generator().manual_seed(0))
+    frontier = torch.tensor([3, 0, 2, 1, 3])
+    first = run(graph, frontier, 5, False, device, seed=11)
+    again = run(graph, frontier, 5, False, device, seed=11)
+    other = run(graph, frontier, 5, False, device, seed=12)
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert not torch.equal(first[2], other[2])
+
+
+@pytest.mark.parametrize("fanout", [-2, 2.5, True])
+def test_bad_fanout(fanout):
+    graph = csc_from_degrees([3], 1, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="fanout"):
+        sample_neighbors(graph.indptr, graph.indices, torch.zeros(1, dtype=torch.int64),
+                         torch.zeros(1, dtype=torch.int64), torch.ones(1, dtype=torch.int64), fanout)

@@ -1,0 +1,164 @@
+"""CSC topology: the in-neighbours of every node, in GPU or pinned host memory.
+
+Sampling for a target node reads the nodes whose messages flow into it (PyG's
+``edge_index[0] -> edge_index[1]``), so the graph is stored by target:
+``indices[indptr[v]:indptr[v + 1]]`` are the sources of the edges into ``v``.
+``indptr`` is int64 (graphs pass 2^31 edges); ``indices`` is int32 while the
+node count allows it (half the bytes to cache or read through UVA), else
+int64.
+"""
+from __future__ import annotations
+
+import torch
+
+_INT32_MAX = 2**31 - 1
+
+
+def _as_index(t, name: str) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer ids, got dtype {t.dtype}")
+    return t
+
+
+class CSCGraph:
+    """A graph in CSC form.
+
+    Args:
+        indptr: ``[N + 1]`` integer, non-decreasing, ``indptr[0] == 0``,
+            ``indptr[N] == E``.
+        indices: ``[E]`` integer source ids in ``[0, N)``.
+        edge_perm: optional ``[E]`` int64: position ``i`` of ``indices`` is
+            edge ``edge_perm[i]`` of the ``edge_index`` it was built from (so
+            sampled edges can slice edge attributes, as PyG's ``e_id`` does).
+        validate: check the invariants above (one pass over the arrays).
+
+    Example:
+        >>> g = CSCGraph.from_edge_index(data.edge_index, data.num_nodes)
+        >>> g = g.to("cuda")        # or g.pin_memory() to read it through UVA
+    """
+
+    def __init__(self, indptr: torch.Tensor, indices: torch.Tensor,
+                 edge_perm: torch.Tensor | None = None, validate: bool = True):
+        indptr = _as_index(indptr, "indptr")
+        indices = _as_index(indices, "indices")
+        if indptr.dim() != 1 or indptr.numel() < 1:
+            raise ValueError(f"indptr must be 1-D with N + 1 >= 1 entries, got shape {tuple(indptr.shape)}")
+        if indices.dim() != 1:
+            raise ValueError(f"indices must be 1-D, got shape {tuple(indices.shape)}")
+        num_nodes = indptr.numel() - 1
+        index_dtype = torch.int32 if num_nodes <= _INT32_MAX else torch.int64
+        self.indptr = indptr.to(torch.int64)
+        self.indices = indices.to(index_dtype)
+        self.edge_perm = None if edge_perm is None else _as_index(edge_perm, "edge_perm").to(torch.int64)
+        if validate:
+            self._validate()
+
+    def _validate(self) -> None:
+        indptr, indices = self.indptr, self.indices
+        num_edges = indices.numel()
+        if int(indptr[0]) != 0:
+            raise ValueError(f"indptr[0] must be 0, got {int(indptr[0])}")
+        if int(indptr[-1]) != num_edges:
+            raise ValueError(f"indptr[-1] must equal the number of edges {num_edges}, got {int(indptr[-1])}")
+        if indptr.numel() > 1 and bool((indptr[1:] < indptr[:-1]).any()):
+            row = int(torch.nonzero(indptr[1:] < indptr[:-1])[0])
+            raise ValueError(f"indptr must be non-decreasing; indptr[{row + 1}] < indptr[{row}]")
+        if num_edges:
+            lo, hi = int(indices.min()), int(indices.max())
+            if lo < 0 or hi >= self.num_nodes:
+                bad = lo if lo < 0 else hi
+                raise ValueError(f"indices holds node id {bad}, outside [0, {self.num_nodes})")
+        if self.edge_perm is not None and self.edge_perm.numel() != num_edges:
+            raise ValueError(f"edge_perm has {self.edge_perm.numel()} entries, expected {num_edges}")
+
+    @classmethod
+    def from_edge_index(cls, edge_index: torch.Tensor, num_nodes: int | None = None,
+                        keep_edge_perm: bool = False, device=None) -> "CSCGraph":
+        """Build from PyG's ``edge_index`` ``[2, E]`` (messages ``[0] -> [1]``).
+
+        Args:
+            edge_index: ``[2, E]`` integer tensor; not modified.
+            num_nodes: N; default ``max id + 1``.
+            keep_edge_perm: keep the CSC-position -> edge-id map (``e_id``).
+            device: where to sort (a GPU sorts 10^9 edges in about a second);
+                default the device of ``edge_index``.
+        """
+        edge_index = _as_index(edge_index, "edge_index")
+        if edge_index.dim() != 2 or edge_index.size(0) != 2:
+            raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
+        device = edge_index.device if device is None else torch.device(device)
+        edge_index = edge_index.to(device)
+        num_edges = edge_index.size(1)
+        if num_nodes is None:
+            num_nodes = int(edge_index.max()) + 1 if num_edges else 0
+        if not isinstance(num_nodes, int) or isinstance(num_nodes, bool) or num_nodes < 0:
+            raise ValueError(f"num_nodes must be a non-negative int, got {num_nodes!r}")
+        if num_edges:
+            lo, hi = int(edge_index.min()), int(edge_index.max())
+            if lo < 0 or hi >= num_nodes:
+                bad = lo if lo < 0 else hi
+                raise ValueError(f"edge_index holds node id {bad}, outside [0, {num_nodes})")
+        src, dst = edge_index[0], edge_index[1]
+        perm = torch.argsort(dst, stable=True)  # stable: parallel edges keep their order
+        indptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=device)
+        torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0, out=indptr[1:])
+        return cls(indptr, src[perm], perm if keep_edge_perm else None, validate=False)
+
+    @classmethod
+    def from_csr(cls, indptr: torch.Tensor, indices: torch.Tensor, keep_edge_perm: bool = False,
+                 device=None) -> "CSCGraph":
+        """Build from CSR by source (the layout of ``../shared/data``): row ``u``
+        lists the targets of ``u``'s out-edges; edge ids are CSR positions."""
+        csr = cls(indptr, indices)  # validates the CSR arrays with the same rules
+        num_nodes = csr.num_nodes
+        src = torch.repeat_interleave(torch.arange(num_nodes, device=csr.indptr.device),
+                                      csr.indptr.diff())
+        edge_index = torch.stack([src, csr.indices.to(torch.int64)])
+        return cls.from_edge_index(edge_index, num_nodes, keep_edge_perm, device)
+
+    @property
+    def num_nodes(self) -> int:
+        return self.indptr.numel() - 1
+
+    @property
+    def num_edges(self) -> int:
+        return self.indices.numel()
+
+    @property
+    def device(self) -> torch.device:
+        return self.indices.device
+
+    @property
+    def is_pinned(self) -> bool:
+        return self.indices.device.type == "cpu" and self.indices.is_pinned()
+
+    @property
+    def nbytes(self) -> int:
+        perm = 0 if self.edge_perm is None else self.edge_perm.nbytes
+        return self.indptr.nbytes + self.indices.nbytes + perm
+
+    def degree(self) -> torch.Tensor:
+        """``[N]`` int64 in-degree (neighbours available to sample)."""
+        return self.indptr.diff()
+
+    def _apply(self, fn) -> "CSCGraph":
+        out = CSCGraph.__new__(CSCGraph)
+        out.indptr, out.indices = fn(self.indptr), fn(self.indices)
+        out.edge_perm = None if self.edge_perm is None else fn(self.edge_perm)
+        return out
+
+    def to(self, device) -> "CSCGraph":
+        """A copy in ``device`` memory (self if already there)."""
+        device = torch.device(device)
+        return self if self.device == device else self._apply(lambda t: t.to(device))
+
+    def pin_memory(self) -> "CSCGraph":
+        """A copy in pinned host memory, which GPU kernels read directly (UVA)."""
+        return self if self.is_pinned else self._apply(lambda t: t.cpu().pin_memory())
+
+    def __repr__(self) -> str:
+        where = "pinned host" if self.is_pinned else str(self.device)
+        return (f"CSCGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
+                f"indices={self.indices.dtype}, on {where})")

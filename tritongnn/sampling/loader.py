@@ -1,0 +1,333 @@
+"""``tritongnn.NeighborLoader``: a drop-in for ``torch_geometric.loader.NeighborLoader``.
+
+Same arguments for the common case, same batches: a ``Data`` with ``x, y,
+edge_index, n_id, input_id, batch_size, num_sampled_nodes, num_sampled_edges``
+(plus every other node attribute sliced by ``n_id``, and ``e_id`` with edge
+attributes sliced by it when the graph has any). Nodes and edges come in hop
+order, seeds first; ``edge_index[0]`` is the sampled neighbour,
+``edge_index[1]`` the node it was sampled for, so PyG models run unchanged,
+``trim_to_layer`` included.
+
+Where PyG samples on the CPU in worker processes and copies each batch to the
+GPU, this loader samples, maps ids and gathers features on the GPU, reading
+topology and features from GPU memory (``placement="device"``) or straight
+from pinned host memory (``placement="host"``, UVA) for graphs larger than
+the GPU. A producer thread prepares the next batches on a side CUDA stream
+while the model runs on the current one; the batch handed over is ordered
+after that stream's work.
+
+With no GPU the same loader runs on the CPU, through the pure-torch
+references of the kernels.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import warnings
+
+import torch
+from torch_geometric.data import Data
+
+from ..graph import CSCGraph
+from ..kernels import gather_rows
+from .sampler import NeighborSampler, check_num_neighbors
+
+# PyG arguments this loader does not implement yet, with the value that means
+# "not used": passing anything else raises NotImplementedError naming it.
+_UNSUPPORTED = {
+    "input_time": None,
+    "subgraph_type": "directional",
+    "disjoint": False,
+    "temporal_strategy": "uniform",
+    "time_attr": None,
+    "weight_attr": None,
+    "transform_sampler_output": None,
+    "filter_per_worker": None,
+    "neighbor_sampler": None,
+    "directed": True,
+    "collate_fn": None,
+    "sampler": None,
+    "batch_sampler": None,
+    "generator_device": None,
+}
+# DataLoader worker settings: there are no workers (sampling runs on the GPU in
+# this process), so these have no effect; say so instead of dropping them.
+_NO_EFFECT = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor",
+              "timeout", "worker_init_fn", "multiprocessing_context", "pin_memory_device",
+              "in_order")
+_PLACEMENTS = ("device", "host")
+
+
+def _check_kwargs(kwargs: dict) -> None:
+    for name, value in kwargs.items():
+        if name in _UNSUPPORTED:
+            default = _UNSUPPORTED[name]
+            if value is not default and value != default:
+                raise NotImplementedError(
+                    f"tritongnn.NeighborLoader does not support {name}={value!r} yet")
+        elif name in _NO_EFFECT:
+            warnings.warn(f"NeighborLoader: {name}={value!r} has no effect: tritongnn samples and "
+                          f"gathers on the GPU in this process, with no DataLoader workers",
+                          stacklevel=3)
+        elif name == "is_sorted":
+            continue  # a hint for PyG's CSC conversion; ours sorts either way
+        else:
+            raise TypeError(f"NeighborLoader got an unexpected keyword argument {name!r}")
+
+
+def _check_input_nodes(input_nodes, num_nodes: int, device) -> torch.Tensor:
+    if input_nodes is None:
+        return torch.arange(num_nodes, device=device)
+    if isinstance(input_nodes, (str, tuple)):
+        raise NotImplementedError("input_nodes with a node type (heterogeneous graphs) is not supported yet")
+    if not isinstance(input_nodes, torch.Tensor):
+        raise TypeError(f"input_nodes must be a tensor of node ids, a bool mask or None, "
+                        f"got {type(input_nodes).__name__}")
+    if input_nodes.dtype == torch.bool:
+        if input_nodes.dim() != 1 or input_nodes.numel() != num_nodes:
+            raise ValueError(f"input_nodes as a bool mask must have shape [{num_nodes}], "
+                             f"got {tuple(input_nodes.shape)}")
+        nodes = torch.nonzero(input_nodes).flatten()
+    elif input_nodes.dtype.is_floating_point or input_nodes.dtype.is_complex:
+        raise TypeError(f"input_nodes must hold integer node ids or be a bool mask, got {input_nodes.dtype}")
+    else:
+        if input_nodes.dim() != 1:
+            raise ValueError(f"input_nodes must be 1-D, got shape {tuple(input_nodes.shape)}")
+        nodes = input_nodes.to(torch.int64)
+        if nodes.numel():
+            lo, hi = int(nodes.min()), int(nodes.max())
+            if lo < 0 or hi >= num_nodes:
+                bad = lo if lo < 0 else hi
+                raise ValueError(f"input_nodes holds node id {bad}, outside [0, {num_nodes})")
+    if nodes.numel() == 0:
+        raise ValueError("input_nodes is empty: there is no seed to sample from")
+    return nodes.to(device)
+
+
+class NeighborLoader:
+    """A GPU drop-in for ``torch_geometric.loader.NeighborLoader``.
+
+    Args:
+        data: a ``torch_geometric.data.Data`` with ``edge_index`` (not modified).
+        num_neighbors: fanout per hop, e.g. ``[15, 10, 5]``; -1 = all.
+        input_nodes: seed ids, a bool mask, or None for every node.
+        input_time: not supported yet (must be None).
+        replace: sample with replacement.
+        batch_size: seeds per batch.
+        shuffle: reshuffle the seeds every epoch.
+        drop_last: drop the last incomplete batch.
+        transform: called on every batch, as in PyG.
+        device: where sampling runs and batches live (default: CUDA if present).
+        placement: ``"device"``: topology and features copied to GPU memory;
+            ``"host"``: kept in pinned host memory and read by the kernels
+            through UVA (graphs larger than the GPU).
+        generator: a CPU ``torch.Generator`` for shuffling and sampling;
+            default one seeded from ``seed``, or from torch's global RNG.
+        seed: int seed for reproducible epochs (ignored when ``generator``).
+        prefetch: batches prepared ahead on a side stream by a producer
+            thread (GPU only; 0 = prepare each batch when asked).
+        **kwargs: other PyG/DataLoader arguments: worker settings warn that
+            they have no effect; features not supported yet raise
+            ``NotImplementedError`` naming the argument.
+
+    Example:
+        >>> loader = NeighborLoader(data, num_neighbors=[10, 10], batch_size=128,
+        ...                         input_nodes=data.train_mask, shuffle=True)
+        >>> for batch in loader:
+        ...     out = model(batch.x, batch.edge_index)[:batch.batch_size]
+    """
+
+    def __init__(self, data, num_neighbors, input_nodes=None, input_time=None,
+                 replace: bool = False, *, batch_size: int = 1, shuffle: bool = False,
+                 drop_last: bool = False, transform=None, device=None, placement: str = "device",
+                 generator: torch.Generator | None = None, seed: int | None = None,
+                 prefetch: int = 2, **kwargs):
+        _check_kwargs(dict(kwargs, input_time=input_time))
+        if isinstance(data, tuple):
+            raise NotImplementedError("data as a (FeatureStore, GraphStore) pair is not supported yet")
+        if not isinstance(data, Data):
+            if type(data).__name__ == "HeteroData":
+                raise NotImplementedError("HeteroData (heterogeneous graphs) is not supported yet")
+            raise TypeError(f"data must be a torch_geometric.data.Data, got {type(data).__name__}")
+        if "edge_index" not in data:
+            raise NotImplementedError("data without edge_index (e.g. adj_t) is not supported yet")
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        if placement not in _PLACEMENTS:
+            raise ValueError(f"placement must be one of {_PLACEMENTS}, got {placement!r}")
+        if not isinstance(prefetch, int) or prefetch < 0:
+            raise ValueError(f"prefetch must be an int >= 0, got {prefetch!r}")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        if generator is not None and generator.device.type != "cpu":
+            raise ValueError(f"generator must be a CPU torch.Generator, got one on {generator.device}")
+        self.device = torch.device(device if device is not None else
+                                   ("cuda" if torch.cuda.is_available() else "cpu"))
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        if placement == "host" and self.device.type != "cuda":
+            raise ValueError("placement='host' (UVA reads of pinned host memory) needs a CUDA device, "
+                             f"got device={self.device}")
+        self.num_neighbors = check_num_neighbors(num_neighbors)
+        num_nodes = data.num_nodes
+        self.input_nodes = _check_input_nodes(input_nodes, num_nodes, self.device)
+        self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), bool(drop_last)
+        self.transform, self.placement, self.prefetch = transform, placement, prefetch
+        if generator is None:
+            seed = int(torch.randint(0, 2**62, (1,))) if seed is None else int(seed)
+            generator = torch.Generator().manual_seed(seed)
+        self.generator = generator
+
+        self._split_attributes(data, num_nodes)
+        graph = CSCGraph.from_edge_index(data.edge_index, num_nodes,
+                                         keep_edge_perm=bool(self._edge_attrs),
+                                         device=self.device)
+        self.graph = graph.pin_memory() if placement == "host" else graph
+        self.x = self._place(data.x) if data.x is not None else None
+        self.sampler = NeighborSampler(self.graph, self.num_neighbors, replace, self.device,
+                                       return_eid=bool(self._edge_attrs))
+
+    def _split_attributes(self, data: Data, num_nodes: int) -> None:
+        # Node attributes are sliced by n_id, edge attributes by e_id, the rest
+        # copied, as PyG's filter_data does.
+        self._node_attrs, self._edge_attrs, self._graph_attrs = {}, {}, {}
+        for key, value in data.items():
+            if key in ("x", "edge_index", "num_nodes"):
+                continue
+            if isinstance(value, torch.Tensor) and data.is_node_attr(key):
+                if value.size(0) != num_nodes:
+                    raise ValueError(f"data.{key} has {value.size(0)} rows, expected num_nodes={num_nodes}")
+                self._node_attrs[key] = value.to(self.device)
+            elif isinstance(value, torch.Tensor) and data.is_edge_attr(key):
+                self._edge_attrs[key] = value.to(self.device)
+            else:
+                self._graph_attrs[key] = value
+        x = data.x
+        if x is not None:
+            if not isinstance(x, torch.Tensor) or x.dim() != 2:
+                raise ValueError(f"data.x must be a 2-D tensor [num_nodes, num_features], got "
+                                 f"{type(x).__name__} of shape {tuple(getattr(x, 'shape', ()))}")
+            if x.size(0) != num_nodes:
+                raise ValueError(f"data.x has {x.size(0)} rows, expected num_nodes={num_nodes}")
+
+    def _place(self, x: torch.Tensor) -> torch.Tensor:
+        if self.placement == "host":
+            x = x if x.device.type == "cpu" else x.cpu()
+            return x.contiguous().pin_memory() if not x.is_pinned() else x.contiguous()
+        return x.to(self.device).contiguous()
+
+    def __len__(self) -> int:
+        n = self.input_nodes.numel()
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def _epoch_batches(self):
+        n = self.input_nodes.numel()
+        order = torch.randperm(n, generator=self.generator) if self.shuffle else torch.arange(n)
+        order = order.to(self.device)
+        return [order[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size, self.batch_size)]
+
+    def _make_batch(self, input_id: torch.Tensor) -> Data:
+        seeds = self.input_nodes[input_id]
+        out = self.sampler.sample(seeds, self.generator)
+        n_id = out.node
+        batch = Data(edge_index=torch.stack([out.row, out.col]), n_id=n_id)
+        if self.x is not None:
+            batch.x = gather_rows(self.x, n_id)
+        else:
+            batch.num_nodes = n_id.numel()
+        for key, value in self._node_attrs.items():
+            batch[key] = value[n_id]
+        if self._edge_attrs:
+            batch.e_id = out.edge
+            for key, value in self._edge_attrs.items():
+                batch[key] = value[out.edge]
+        for key, value in self._graph_attrs.items():
+            batch[key] = value
+        batch.input_id = input_id
+        batch.batch_size = input_id.numel()
+        batch.num_sampled_nodes = out.num_sampled_nodes
+        batch.num_sampled_edges = out.num_sampled_edges
+        return self.transform(batch) if self.transform is not None else batch
+
+    def __iter__(self):
+        batches = self._epoch_batches()
+        if self.device.type != "cuda" or self.prefetch == 0:
+            for input_id in batches:
+                yield self._make_batch(input_id)
+            return
+        yield from _Prefetcher(self, batches)
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}(num_neighbors={self.num_neighbors}, "
+                f"batch_size={self.batch_size}, placement={self.placement!r}, device={self.device})")
+
+
+class _Prefetcher:
+    """Runs ``loader._make_batch`` in a producer thread on a side CUDA stream,
+    ``loader.prefetch`` batches ahead of the consumer.
+
+    Why a thread and not just a side stream: a training step usually ends in
+    ``loss.item()``, which leaves the GPU idle until the host asks for the next
+    batch; sampling needs a few host decisions per batch, so it must run on
+    the host while the model's kernels run, not after them. ``.item()`` and
+    CUDA syncs release the GIL, so the two threads interleave well.
+    """
+
+    _DONE = object()
+
+    def __init__(self, loader: NeighborLoader, batches):
+        self.loader, self.batches = loader, batches
+        self.queue = queue.Queue(maxsize=loader.prefetch)
+        self.stop = threading.Event()
+        self.stream = torch.cuda.Stream(loader.device)
+        self.thread = threading.Thread(target=self._produce, daemon=True)
+        self.thread.start()
+
+    def _put(self, item) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _produce(self) -> None:
+        try:
+            torch.cuda.set_device(self.loader.device)
+            with torch.cuda.stream(self.stream):
+                for input_id in self.batches:
+                    if self.stop.is_set():
+                        return
+                    # input_id was made on the consumer's stream
+                    self.stream.wait_stream(torch.cuda.default_stream(self.loader.device))
+                    batch = self.loader._make_batch(input_id)
+                    ready = torch.cuda.Event()
+                    ready.record(self.stream)
+                    if not self._put((batch, ready)):
+                        return
+        except BaseException as error:  # handed to the consumer, raised there
+            self._put(error)
+            return
+        self._put(self._DONE)
+
+    def __iter__(self):
+        consumer = torch.cuda.current_stream(self.loader.device)
+        try:
+            while True:
+                item = self.queue.get()
+                if item is self._DONE:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                batch, ready = item
+                consumer.wait_event(ready)
+                for value in batch.to_dict().values():
+                    if isinstance(value, torch.Tensor) and value.is_cuda:
+                        # freed by the consumer: not reusable by the producer's
+                        # stream before the consumer's work on it is done
+                        value.record_stream(consumer)
+                yield batch
+        finally:
+            self.stop.set()
+            self.thread.join()

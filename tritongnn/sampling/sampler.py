@@ -1,0 +1,168 @@
+"""Multi-hop neighbour sampling of a mini-batch on the GPU.
+
+For every hop: sample the frontier's in-neighbours (``kernels.sample``), map
+them to local ids through the batch's hash table (``kernels.id_map``), and
+take the new nodes as the next frontier. Buffers are sized by host-side upper
+bounds with device-side counts, so the hops run back to back; the host waits
+once per batch, to learn the sizes it returns (``num_sampled_nodes`` /
+``num_sampled_edges`` are Python lists in PyG's contract), and once more in
+a hop whose upper bound has grown past ``_SYNC_ABOVE`` slots, to cut it to the
+real frontier before it multiplies by the next fanout.
+
+``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``; ``PyGSampler``
+wraps it as a ``torch_geometric.sampler.BaseSampler`` so PyG's ``NodeLoader``
+can drive it too.
+"""
+from __future__ import annotations
+
+import torch
+from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
+
+from ..graph import CSCGraph
+from ..kernels import IdMap, sample_neighbors
+
+_SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
+
+
+def check_num_neighbors(num_neighbors) -> list[int]:
+    """Validate PyG's ``num_neighbors`` (a list of per-hop fanouts)."""
+    if isinstance(num_neighbors, dict):
+        raise NotImplementedError("num_neighbors as a dict (heterogeneous graphs) is not supported yet")
+    if not isinstance(num_neighbors, (list, tuple)):
+        raise TypeError(f"num_neighbors must be a list of ints, got {type(num_neighbors).__name__}")
+    for hop, fanout in enumerate(num_neighbors):
+        if not isinstance(fanout, int) or isinstance(fanout, bool):
+            raise TypeError(f"num_neighbors[{hop}] must be an int, got {fanout!r}")
+        if fanout < -1:
+            raise ValueError(f"num_neighbors[{hop}] = {fanout}: a fanout must be >= 0, or -1 for all neighbours")
+    return list(num_neighbors)
+
+
+class NeighborSampler:
+    """Samples the L-hop neighbourhood of a batch of seeds.
+
+    Args:
+        graph: the ``CSCGraph`` (GPU memory, or pinned host memory read
+            through UVA when ``device`` is a GPU).
+        num_neighbors: fanout per hop, -1 = all neighbours.
+        replace: sample with replacement.
+        device: where sampling runs and outputs live.
+        return_eid: also return the id of every sampled edge (``e_id``).
+
+    Example:
+        >>> sampler = NeighborSampler(graph.to("cuda"), [15, 10, 5], device="cuda")
+        >>> out = sampler.sample(seeds, torch.Generator().manual_seed(0))
+        >>> out.node, out.row, out.col   # n_id, edge sources, edge targets (local)
+    """
+
+    def __init__(self, graph: CSCGraph, num_neighbors, replace: bool = False,
+                 device="cuda", return_eid: bool = False):
+        self.graph = graph
+        self.num_neighbors = check_num_neighbors(num_neighbors)
+        self.replace = bool(replace)
+        self.device = torch.device(device)
+        self.return_eid = return_eid
+        if return_eid and graph.edge_perm is not None:
+            self._edge_perm = graph.edge_perm.to(self.device)
+        else:
+            self._edge_perm = None
+        self._id_map = None
+
+    def _node_bound(self, batch_size: int) -> int:
+        # Keys the id map is first sized for: seeds, then each hop multiplies,
+        # never more than every node (plus repeated seeds). A fanout of -1 has
+        # no bound: start from what the hops before it give and let the map grow.
+        most = self.graph.num_nodes + batch_size
+        bound = layer = batch_size
+        for fanout in self.num_neighbors:
+            if fanout == -1:
+                return min(most, max(16 * bound, 1 << 16))
+            layer *= fanout
+            bound += layer
+            if bound >= most:
+                return most
+        return bound
+
+    def _map_for(self, batch_size: int) -> IdMap:
+        capacity = self._node_bound(batch_size)
+        if self._id_map is None or self._id_map.capacity < capacity:
+            self._id_map = IdMap(self.graph.num_nodes, 1, capacity, self.device)
+        return self._id_map
+
+    def sample(self, seeds: torch.Tensor, generator: torch.Generator | None = None) -> SamplerOutput:
+        """Sample around ``seeds`` (``[B]`` int64 on ``device``, ids in range).
+
+        Returns:
+            ``SamplerOutput`` with ``node`` (n_id, hop order, seeds first),
+            ``row``/``col`` (local source/target of every edge, hop order),
+            ``edge`` (e_id, or None), ``num_sampled_nodes`` (``[B, new nodes
+            per hop...]``) and ``num_sampled_edges`` (per hop), as lists.
+        """
+        graph = self.graph
+        id_map = self._map_for(seeds.numel())
+        frontier_local = id_map.start(seeds)
+        frontier, num_frontier = seeds, torch.full((1,), seeds.numel(), dtype=torch.int64,
+                                                    device=self.device)
+        hops = []
+        for hop, fanout in enumerate(self.num_neighbors):
+            edges = sample_neighbors(graph.indptr, graph.indices, frontier, frontier_local,
+                                     num_frontier, fanout, self.replace, generator, self.return_eid)
+            mapped = id_map.insert(edges.src, edges.num_edges)
+            hops.append((edges, mapped))
+            frontier, frontier_local, num_frontier = mapped.new_nodes, mapped.new_local, mapped.num_new
+            last = hop == len(self.num_neighbors) - 1
+            if not last and frontier.numel() > _SYNC_ABOVE:
+                n = int(num_frontier.item())
+                frontier, frontier_local = frontier[:n], frontier_local[:n]
+
+        # The one sync of the batch: every hop's sizes in one copy.
+        sizes = torch.cat([t for e, m in hops for t in (e.num_edges, m.num_new)]).tolist() if hops else []
+        num_edges, num_new = sizes[0::2], sizes[1::2]
+        node = torch.cat([seeds] + [m.new_nodes[:n] for (_, m), n in zip(hops, num_new)])
+        row = torch.cat([m.local[:e] for (_, m), e in zip(hops, num_edges)]) if hops else \
+            torch.empty(0, dtype=torch.int64, device=self.device)
+        col = torch.cat([h.dst[:e] for (h, _), e in zip(hops, num_edges)]) if hops else torch.empty_like(row)
+        edge = None
+        if self.return_eid:
+            edge = torch.cat([h.eid[:e] for (h, _), e in zip(hops, num_edges)]) if hops else torch.empty_like(row)
+            if self._edge_perm is not None:
+                edge = self._edge_perm[edge]
+        return SamplerOutput(node=node, row=row, col=col, edge=edge,
+                             num_sampled_nodes=[seeds.numel()] + num_new,
+                             num_sampled_edges=num_edges)
+
+
+class PyGSampler(BaseSampler):
+    """``NeighborSampler`` behind PyG's ``BaseSampler`` seam, for PyG's own
+    ``NodeLoader``::
+
+        loader = torch_geometric.loader.NodeLoader(
+            data, PyGSampler(data, [10, 10]), input_nodes=data.train_mask, batch_size=128)
+
+    Args:
+        data: a ``torch_geometric.data.Data`` with ``edge_index``.
+        num_neighbors, replace, device: as for ``NeighborSampler``.
+        seed: seeds the sampler's random stream.
+    """
+
+    def __init__(self, data, num_neighbors, replace: bool = False, device=None, seed: int = 0):
+        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True)
+        self.sampler = NeighborSampler(graph.to(device), num_neighbors, replace, device,
+                                       return_eid=True)
+        self.device = device
+        self.generator = torch.Generator().manual_seed(seed)
+
+    @property
+    def edge_permutation(self):
+        return None  # ``SamplerOutput.edge`` already holds edge ids
+
+    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput:
+        if index.time is not None:
+            raise NotImplementedError("temporal sampling (input_time) is not supported yet")
+        out = self.sampler.sample(index.node.to(self.device, torch.int64), self.generator)
+        out.metadata = (index.input_id, index.time)
+        return out
+
+    def sample_from_edges(self, index, neg_sampling=None):
+        raise NotImplementedError("link-level sampling (sample_from_edges) is not supported yet")
