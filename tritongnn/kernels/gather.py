@@ -24,7 +24,7 @@ from . import reference
 from ._launch import check_readable, interpreted_block, next_power_of_2, use_triton
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n", "num_hot"])
 def _gather_kernel(
     hot,        # [num_hot, D] rows of the GPU tier
     cold,       # [N, D] rows of the other tier (indexed by the same ids)
@@ -101,8 +101,8 @@ def gather_rows(
     if out.shape != (ids.numel(), table.size(1)) or out.dtype != table.dtype or out.device != device:
         raise ValueError(f"out must be a [{ids.numel()}, {table.size(1)}] {table.dtype} tensor "
                          f"on {device}, got {tuple(out.shape)} {out.dtype} on {out.device}")
-    if hot is None:
-        hot, num_hot = table, 0
+    if hot is None:  # one tier: all rows in GPU memory, or all through UVA
+        hot, num_hot = table, (table.size(0) if table.device == device else 0)
     if not use_triton(device):
         return reference.gather_rows(table, ids, out, hot, num_hot)
     check_readable(table, device, "table")

@@ -65,7 +65,7 @@ def _slot_of(keys, key, m, cap_mask, hash_shift):
     return b_slot
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["bound", "num_nodes", "hop_stamp", "cap_mask", "hash_shift"])
 def _insert_kernel(
     keys,        # [cap] int64 table keys (-1 = empty)
     stamps,      # [cap] int64 min (hop << 40 | position) of the slot's claimants
@@ -91,7 +91,7 @@ def _insert_kernel(
     tl.store(out_slot + i_c, b_slot, mask=m_c)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["bound", "hop_stamp"])
 def _flag_kernel(
     stamps, out_slot, num_cand,
     flags,       # [bound] int32 out: 1 iff the candidate is its node's first occurrence this hop
@@ -106,7 +106,7 @@ def _flag_kernel(
     tl.store(flags + i_c, (m_c & (b_stamp == hop_stamp + i_c)).to(tl.int32), mask=m_slot)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["bound", "hop_stamp"])
 def _assign_kernel(
     stamps, locals_,  # [cap] table columns; locals_ = local id of the slot's node
     out_slot, cand, cand_batch, num_cand,

@@ -42,7 +42,7 @@ from .outputs import HopSample
 from ._launch import check_readable, interpreted_block, next_power_of_2, use_triton
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["bound", "fanout"])
 def _row_kernel(
     indptr,        # [N + 1] int64, GPU or pinned host
     frontier,      # [bound] int64 global ids of the nodes to sample for
@@ -81,7 +81,7 @@ def _uniform_below(seed, offset, n):
     return (b_r * n) >> 32
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["bound", "seed"])
 def _sample_kernel(
     indices,         # [E] int32/int64 CSC sources, GPU or pinned host
     frontier_local,  # [bound] int64 local id of each frontier node (edge target)
@@ -136,7 +136,7 @@ def _sample_kernel(
         tl.store(out_eid + o_out, b_pos, mask=m_e)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_edges"])
 def _all_kernel(
     indices,         # [E] CSC sources
     owner,           # [num_edges] int64 frontier position owning each output edge

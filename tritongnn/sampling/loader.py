@@ -191,12 +191,17 @@ class NeighborLoader:
         # Node attributes are sliced by n_id, edge attributes by e_id, the rest
         # copied, as PyG's filter_data does.
         self._node_attrs, self._edge_attrs, self._graph_attrs = {}, {}, {}
+        # PyG's batch carries num_nodes when the data stores it explicitly
+        self._set_num_nodes = "num_nodes" in data.keys()
         for key, value in data.items():
             if key in ("x", "edge_index", "num_nodes"):
                 continue
+            if key == "y" and isinstance(value, torch.Tensor) and value.dim() and \
+                    value.size(0) not in (num_nodes, 1):
+                # PyG would copy such a y whole as a graph attribute: node
+                # labels with the wrong row count are a bug, say so
+                raise ValueError(f"data.y has {value.size(0)} rows, expected num_nodes={num_nodes}")
             if isinstance(value, torch.Tensor) and data.is_node_attr(key):
-                if value.size(0) != num_nodes:
-                    raise ValueError(f"data.{key} has {value.size(0)} rows, expected num_nodes={num_nodes}")
                 self._node_attrs[key] = value.to(self.device)
             elif isinstance(value, torch.Tensor) and data.is_edge_attr(key):
                 self._edge_attrs[key] = value.to(self.device)
@@ -233,7 +238,7 @@ class NeighborLoader:
         batch = Data(edge_index=torch.stack([out.row, out.col]), n_id=n_id)
         if self.x is not None:
             batch.x = gather_rows(self.x, n_id)
-        else:
+        if self.x is None or self._set_num_nodes:
             batch.num_nodes = n_id.numel()
         for key, value in self._node_attrs.items():
             batch[key] = value[n_id]

@@ -1,0 +1,245 @@
+"""NeighborLoader: batch invariants, PyG's batch contract, trimming, accuracy,
+reproducibility and bad input."""
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch_geometric.data import Data
+from torch_geometric.loader import NodeLoader
+from torch_geometric.nn import GAT, GCN, GraphSAGE
+
+from tritongnn import NeighborLoader, PyGSampler
+from tritongnn.kernels._launch import reference_on_cpu
+
+
+def random_data(num_nodes=300, num_edges=3000, edge_attr=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    # skewed targets: a few hubs far above the fanout, many small nodes
+    dst = (torch.rand(num_edges, generator=g) ** 3 * num_nodes).long()
+    src = torch.randint(0, num_nodes, (num_edges,), generator=g)
+    data = Data(x=torch.randn(num_nodes, 12, generator=g), y=torch.randint(0, 4, (num_nodes,), generator=g),
+                edge_index=torch.stack([src, dst]), num_nodes=num_nodes)
+    data.train_mask = torch.rand(num_nodes, generator=g) < 0.5
+    if edge_attr:
+        data.edge_attr = torch.randn(num_edges, 3, generator=g)
+    return data
+
+
+def check_batch(batch, data, input_nodes, num_neighbors, replace):
+    n_id, (row, col) = batch.n_id, batch.edge_index
+    bs = batch.batch_size
+    assert torch.equal(n_id[:bs], input_nodes[batch.input_id])  # seeds first
+    assert n_id.unique().numel() == n_id.numel()
+    assert int(n_id.min()) >= 0 and int(n_id.max()) < data.num_nodes
+    assert sum(batch.num_sampled_nodes) == n_id.numel() == batch.x.size(0)
+    assert sum(batch.num_sampled_edges) == row.numel()
+    assert batch.num_sampled_nodes[0] == bs
+    assert len(batch.num_sampled_edges) == len(num_neighbors)
+    assert torch.equal(batch.x, data.x[n_id]) and torch.equal(batch.y, data.y[n_id])
+    assert torch.equal(batch.train_mask, data.train_mask[n_id])
+    # every sampled edge exists in the graph: e_id names it, its ends match
+    assert torch.equal(data.edge_index[0, batch.e_id], n_id[row])
+    assert torch.equal(data.edge_index[1, batch.e_id], n_id[col])
+    assert torch.equal(batch.edge_attr, data.edge_attr[batch.e_id])
+    # hop order: the edges of hop h point into the nodes of hop h - 1 and come
+    # from nodes of hops <= h
+    node_end = torch.tensor(batch.num_sampled_nodes).cumsum(0).tolist()
+    edge_end = [0] + torch.tensor(batch.num_sampled_edges).cumsum(0).tolist()
+    for h, fanout in enumerate(num_neighbors):
+        r, c = row[edge_end[h]:edge_end[h + 1]], col[edge_end[h]:edge_end[h + 1]]
+        lo = 0 if h == 0 else node_end[h - 1]
+        assert bool(((c >= lo) & (c < node_end[h])).all()) and bool((r < node_end[h + 1]).all())
+        per_target = torch.bincount(c - lo, minlength=node_end[h] - lo)
+        if fanout >= 0:
+            assert per_target.numel() == 0 or int(per_target.max()) <= fanout
+        if not replace:  # no edge drawn twice for one target
+            key = c * data.num_edges + batch.e_id[edge_end[h]:edge_end[h + 1]]
+            assert key.unique().numel() == key.numel()
+
+
+@pytest.mark.parametrize("num_neighbors, replace", [([4, 3], False), ([2, -1], False), ([5, 0, 2], True)])
+def test_batch_invariants(device, num_neighbors, replace):
+    data = random_data(edge_attr=True)
+    loader = NeighborLoader(data, num_neighbors, input_nodes=data.train_mask, batch_size=37,
+                            shuffle=True, replace=replace, device=device, seed=1)
+    input_nodes = torch.nonzero(data.train_mask).flatten()
+    seen = []
+    for batch in loader:
+        batch = batch.to("cpu")
+        check_batch(batch, data, input_nodes, num_neighbors, replace)
+        seen.append(batch.input_id)
+    # shuffling still visits every seed once per epoch
+    assert torch.equal(torch.cat(seen).sort().values, torch.arange(input_nodes.numel()))
+    assert len(seen) == len(loader) == -(-input_nodes.numel() // 37)
+
+
+def test_batches_match_pyg_node_loader(device):
+    # PyG's own NodeLoader driving our sampler through the BaseSampler seam
+    # builds its batches with PyG's filter_data: same fields, dtypes, values.
+    data = random_data(edge_attr=True)
+    ours = NeighborLoader(data, [3, 2], batch_size=50, device=device, seed=7)
+    pyg = NodeLoader(data, PyGSampler(data, [3, 2], device=device, seed=7), batch_size=50)
+    for a, b in zip(ours, pyg):
+        a = a.to("cpu")
+        b = b.to("cpu")
+        assert set(a.keys()) == set(b.keys())
+        for key in b.keys():
+            va, vb = a[key], b[key]
+            if isinstance(vb, torch.Tensor):
+                assert va.dtype == vb.dtype and torch.equal(va, vb), key
+            else:
+                assert va == vb, key
+
+
+def test_no_edge_attributes_no_e_id():
+    data = random_data()
+    batch = next(iter(NeighborLoader(data, [2], batch_size=8)))
+    assert "e_id" not in batch and batch.edge_index.dtype == torch.int64
+
+
+@pytest.mark.parametrize("model_cls", [GraphSAGE, GAT, GCN])
+def test_pyg_models_run_and_trim(model_cls, device):
+    data = random_data()
+    batch = next(iter(NeighborLoader(data, [4, 3, 2], batch_size=16, device=device, seed=3)))
+    torch.manual_seed(0)
+    model = model_cls(12, 16, 3, 4).to(device).eval()
+    full = model(batch.x, batch.edge_index)[:batch.batch_size]
+    trimmed = model(batch.x, batch.edge_index, num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                    num_sampled_edges_per_hop=batch.num_sampled_edges)[:batch.batch_size]
+    assert trimmed.shape == (16, 4) and bool(torch.isfinite(trimmed).all())
+    if model_cls is not GCN:
+        # GCN's normalisation counts the degree of the trimmed graph (as on a
+        # PyG batch): only SAGE and GAT give the untrimmed output exactly.
+        torch.testing.assert_close(trimmed, full)
+
+
+def test_same_seed_same_batches(device):
+    data = random_data()
+
+    def epoch(seed):
+        loader = NeighborLoader(data, [3, 3], batch_size=40, shuffle=True, device=device, seed=seed)
+        return [(b.n_id.cpu(), b.edge_index.cpu()) for b in loader]
+
+    a, b, c = epoch(5), epoch(5), epoch(6)
+    assert all(torch.equal(x[0], y[0]) and torch.equal(x[1], y[1]) for x, y in zip(a, b))
+    assert not all(torch.equal(x[0], y[0]) for x, y in zip(a, c))
+
+
+def test_user_data_not_modified():
+    data = random_data(edge_attr=True)
+    before = {k: v.clone() for k, v in data.to_dict().items() if isinstance(v, torch.Tensor)}
+    for batch in NeighborLoader(data, [3, 2], batch_size=64, shuffle=True):
+        batch.x.add_(1.0)  # a user writing into a batch must not reach data
+    for key, value in before.items():
+        assert torch.equal(data[key], value), key
+
+
+def test_drop_last():
+    data = random_data()
+    loader = NeighborLoader(data, [2], batch_size=7, drop_last=True)
+    sizes = [b.batch_size for b in loader]
+    assert len(sizes) == len(loader) == 300 // 7 and set(sizes) == {7}
+
+
+def test_cora_accuracy():
+    from tritongnn.datasets import cora
+    data = cora()
+    torch.manual_seed(0)
+    with reference_on_cpu():  # many batches: the kernels have their own tests
+        train = NeighborLoader(data, [10, 10], input_nodes=data.train_mask, batch_size=32,
+                               shuffle=True, seed=0, device="cpu")
+        test = NeighborLoader(data, [10, 10], input_nodes=data.test_mask, batch_size=500,
+                              seed=1, device="cpu")
+        model = GraphSAGE(data.num_features, 64, 2, 7, dropout=0.5)
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+        for _ in range(20):
+            model.train()
+            for batch in train:
+                optimizer.zero_grad()
+                out = model(batch.x, batch.edge_index)[:batch.batch_size]
+                F.cross_entropy(out, batch.y[:batch.batch_size]).backward()
+                optimizer.step()
+        model.eval()
+        correct = 0
+        with torch.no_grad():
+            for batch in test:
+                pred = model(batch.x, batch.edge_index)[:batch.batch_size].argmax(-1)
+                correct += int((pred == batch.y[:batch.batch_size]).sum())
+    assert correct / int(data.test_mask.sum()) >= 0.78
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(input_nodes=torch.tensor([0, 300])), ValueError, "node id 300"),
+    (dict(input_nodes=torch.tensor([-1])), ValueError, "node id -1"),
+    (dict(input_nodes=torch.tensor([0.0, 1.0])), TypeError, "float32"),
+    (dict(input_nodes=torch.tensor([], dtype=torch.long)), ValueError, "empty"),
+    (dict(input_nodes=torch.zeros(300, dtype=torch.bool)), ValueError, "empty"),
+    (dict(input_nodes=torch.ones(299, dtype=torch.bool)), ValueError, r"shape \[300\]"),
+    (dict(input_nodes=[0, 1]), TypeError, "input_nodes"),
+    (dict(input_nodes=("paper", None)), NotImplementedError, "node type"),
+    (dict(num_neighbors=[3, -2]), ValueError, r"num_neighbors\[1\] = -2"),
+    (dict(num_neighbors=[3, 1.5]), TypeError, r"num_neighbors\[1\]"),
+    (dict(num_neighbors={"a": [1]}), NotImplementedError, "dict"),
+    (dict(batch_size=0), ValueError, "batch_size"),
+    (dict(placement="gpu"), ValueError, "placement"),
+    (dict(generator=42), TypeError, "generator"),
+    (dict(disjoint=True), NotImplementedError, "disjoint"),
+    (dict(subgraph_type="induced"), NotImplementedError, "subgraph_type"),
+    (dict(input_time=torch.zeros(300)), NotImplementedError, "input_time"),
+    (dict(weight_attr="w"), NotImplementedError, "weight_attr"),
+    (dict(directed=False), NotImplementedError, "directed"),
+    (dict(no_such_argument=1), TypeError, "no_such_argument"),
+])
+def test_bad_arguments(kwargs, error, match):
+    data = random_data()
+    args = dict(num_neighbors=[3, 2], batch_size=8)
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        NeighborLoader(data, **args)
+
+
+def test_bad_data():
+    data = random_data()
+    with pytest.raises(ValueError, match="data.x has 299 rows"):
+        NeighborLoader(Data(x=data.x[:299], edge_index=data.edge_index, num_nodes=300), [2])
+    bad = data.clone()
+    bad.y = torch.zeros(10, dtype=torch.long)
+    bad.num_nodes = 300
+    with pytest.raises(ValueError, match="data.y has 10 rows"):
+        NeighborLoader(bad, [2])
+    bad = data.clone()
+    bad.edge_index[0, 5] = 1000
+    with pytest.raises(ValueError, match="node id 1000"):
+        NeighborLoader(bad, [2])
+    with pytest.raises(TypeError, match="Data"):
+        NeighborLoader({"x": data.x}, [2])
+
+
+def test_worker_arguments_warn():
+    with pytest.warns(UserWarning, match="num_workers=4 has no effect"):
+        NeighborLoader(random_data(), [2], batch_size=4, num_workers=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        NeighborLoader(random_data(), [2], batch_size=4, is_sorted=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_placements_and_prefetch_agree():
+    # UVA reads and GPU reads, prefetched or not, give the same batches.
+    data = random_data(num_nodes=5000, num_edges=100_000, edge_attr=True)
+
+    def epoch(**kwargs):
+        loader = NeighborLoader(data, [5, 4], batch_size=256, shuffle=True, seed=9, **kwargs)
+        return [b for b in loader]
+
+    base = epoch(placement="device", prefetch=0)
+    for other in (epoch(placement="device", prefetch=3), epoch(placement="host", prefetch=2)):
+        assert len(other) == len(base)
+        for a, b in zip(base, other):
+            for key in ("n_id", "edge_index", "x", "e_id", "edge_attr", "y"):
+                assert torch.equal(a[key], b[key]), key
+    input_nodes = torch.arange(5000, device="cuda")
+    for batch in base:
+        check_batch(batch, data.to("cuda"), input_nodes, [5, 4], False)
