@@ -1,0 +1,263 @@
+"""Loader and kernel benchmark: tritongnn.NeighborLoader against PyG's.
+
+One run, one graph, every number side by side:
+
+* kernels: sampled edges per second; feature gather GB/s from GPU memory and
+  from pinned host memory (UVA), against ``index_select`` and the ceilings of
+  DESIGN.md, after a correctness check of each;
+* (a) loader throughput: batches per second delivered on the GPU, no model;
+* (b) training throughput: GraphSAGE steps per second, loader included;
+* (c) the model alone on batches prepared in advance.
+
+PyG's loader samples on the CPU with torch-sparse (``../shared/wheels``), for
+num_workers 0, 8, 16 with pin_memory off and on; its batches are moved to the
+GPU as a training loop would. Rates are steady-state: the first
+``2 * num_workers + warmup`` batches (PyG's prefetch queue) are not timed.
+
+Usage (GPU machine)::
+
+    python bench/bench_loader.py --out bench/results/loader.json
+
+``--scale 16 --edges 2**20`` gives a quick run; results are appended as JSON
+(GPU name, date, commit, settings, every row).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from tritongnn import CSCGraph, NeighborLoader  # noqa: E402
+from tritongnn.datasets import rmat  # noqa: E402
+from tritongnn.kernels import gather_rows  # noqa: E402
+
+CEILINGS = "DESIGN.md ceilings (H200): HBM copy 4.2 TB/s, pinned host->device 55 GB/s, " \
+           "naive Triton UVA gather 17 GB/s random / 54 sorted"
+
+
+def now(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def steady_rate(iterator, warmup, count, device, step=None):
+    """Items per second over ``count`` items after ``warmup`` untimed ones."""
+    for _ in range(warmup):
+        item = next(iterator)
+        if step:
+            step(item)
+    start = now(device)
+    for _ in range(count):
+        item = next(iterator)
+        if step:
+            step(item)
+    return count / (now(device) - start)
+
+
+def make_model(num_features, num_classes, device):
+    from torch_geometric.nn import GraphSAGE
+    torch.manual_seed(0)
+    model = GraphSAGE(num_features, 256, num_layers=3, out_channels=num_classes).to(device)
+    return model, torch.optim.Adam(model.parameters(), lr=0.003)
+
+
+def train_step(model, optimizer, batch):
+    optimizer.zero_grad(set_to_none=True)
+    out = model(batch.x, batch.edge_index)[:batch.batch_size]
+    loss = F.cross_entropy(out, batch.y[:batch.batch_size])
+    loss.backward()
+    optimizer.step()
+    return loss.item()  # a real loop reads the loss: the GPU drains every step
+
+
+def cycle(loader):
+    while True:
+        yield from loader
+
+
+def bench_kernels(data, graph_gpu, x_gpu, x_host, args, device, rows):
+    from tritongnn import NeighborSampler
+    seeds = torch.randperm(data.num_nodes, device=device)[:args.batch_size * 64]
+    for placement, graph in (("device", graph_gpu), ("host", graph_gpu.pin_memory())):
+        sampler = NeighborSampler(graph, args.num_neighbors, device=device)
+        gen = torch.Generator().manual_seed(0)
+        batches = seeds.split(args.batch_size)
+        for b in batches[:4]:
+            sampler.sample(b, gen)
+        edges, start = 0, now(device)
+        for b in batches[4:]:
+            edges += sum(sampler.sample(b, gen).num_sampled_edges)
+        seconds = now(device) - start
+        rows.append(dict(kind="kernel", name=f"sample+map [{placement}]",
+                         value=edges / seconds / 1e6, unit="M sampled edges/s",
+                         note=f"{len(batches) - 4} batches, full multi-hop sampler"))
+    from triton.testing import do_bench
+    n_id = NeighborSampler(graph_gpu, args.num_neighbors, device=device).sample(
+        seeds[:args.batch_size], torch.Generator().manual_seed(1)).node
+    ids = torch.randint(0, data.num_nodes, (n_id.numel(),), device=device)
+    out = torch.empty(ids.numel(), x_gpu.size(1), dtype=x_gpu.dtype, device=device)
+    useful = ids.numel() * x_gpu.size(1) * x_gpu.element_size()
+    for name, table in (("gather HBM", x_gpu), ("gather UVA pinned", x_host)):
+        gather_rows(table, ids, out)
+        correct = torch.equal(out, x_gpu[ids])
+        ms = do_bench(lambda: gather_rows(table, ids, out), warmup=50, rep=300, return_mode="median")
+        rows.append(dict(kind="kernel", name=name, value=useful / ms / 1e6 if correct else float("nan"),
+                         unit="GB/s useful", note=f"{ids.numel()} random rows of {x_gpu.size(1)} "
+                         f"{x_gpu.dtype}; correct={correct}"))
+    ms = do_bench(lambda: torch.index_select(x_gpu, 0, ids, out=out), warmup=50, rep=300,
+                  return_mode="median")
+    rows.append(dict(kind="kernel", name="torch.index_select HBM", value=useful / ms / 1e6,
+                     unit="GB/s useful", note="baseline"))
+
+
+def bench_ours(data, args, device, rows, model_fn):
+    for placement in ("device", "host"):
+        loader = NeighborLoader(data, args.num_neighbors, batch_size=args.batch_size, shuffle=True,
+                                placement=placement, device=device, seed=0)
+        rate = steady_rate(cycle(loader), 10, args.batches, device)
+        rows.append(dict(kind="a", name=f"tritongnn [{placement}]", value=rate, unit="batches/s"))
+        model, optimizer = model_fn()
+        rate = steady_rate(cycle(loader), 10, args.train_batches, device,
+                           step=lambda b: train_step(model, optimizer, b))
+        rows.append(dict(kind="b", name=f"tritongnn [{placement}]", value=rate, unit="steps/s"))
+        if placement == "device":
+            prepared = [b for _, b in zip(range(30), loader)]
+            model, optimizer = model_fn()
+            rate = steady_rate(cycle(prepared), 10, args.train_batches, device,
+                               step=lambda b: train_step(model, optimizer, b))
+            rows.append(dict(kind="c", name="model alone (batches prepared)", value=rate, unit="steps/s",
+                             note=f"{sum(b.num_nodes for b in prepared) / len(prepared):.0f} nodes, "
+                                  f"{sum(b.num_edges for b in prepared) / len(prepared):.0f} edges per batch"))
+
+
+def bench_pyg(data, args, device, rows, model_fn):
+    import torch_geometric.typing
+    if not torch_geometric.typing.WITH_TORCH_SPARSE and not torch_geometric.typing.WITH_PYG_LIB:
+        print("PyG baseline skipped: neither torch-sparse nor pyg-lib is importable", flush=True)
+        return
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
+    from torch_geometric.sampler import NeighborSampler as PyGNeighborSampler
+    # Hand PyG the edges already sorted by target (is_sorted): the one-time
+    # CSC conversion is preprocessing, not loader throughput.
+    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, device=device)
+    col = torch.repeat_interleave(torch.arange(data.num_nodes, device=device), graph.degree())
+    cpu = Data(x=data.x.cpu(), y=data.y.cpu(), num_nodes=data.num_nodes,
+               edge_index=torch.stack([graph.indices.long(), col]).cpu())
+    del graph, col
+    sampler = PyGNeighborSampler(cpu, args.num_neighbors, is_sorted=True)
+    for workers in args.workers:
+        for pin in (False, True):
+            name = f"PyG workers={workers} pin_memory={pin}"
+            loader = PyGNeighborLoader(cpu, args.num_neighbors, batch_size=args.batch_size, shuffle=True,
+                                       num_workers=workers, pin_memory=pin, neighbor_sampler=sampler,
+                                       persistent_workers=workers > 0)
+
+            def to_gpu(batch):
+                return batch.to(device, non_blocking=pin)
+
+            count = max(20, min(args.pyg_batches, 6 * max(workers, 1)))
+            warmup = 2 * workers + 3
+            rate = steady_rate(map(to_gpu, cycle(loader)), warmup, count, device)
+            rows.append(dict(kind="a", name=name, value=rate, unit="batches/s",
+                             note=f"{count} batches after {warmup}"))
+            model, optimizer = model_fn()
+            rate = steady_rate(map(to_gpu, cycle(loader)), warmup, count, device,
+                               step=lambda b: train_step(model, optimizer, b))
+            rows.append(dict(kind="b", name=name, value=rate, unit="steps/s",
+                             note=f"{count} batches after {warmup}"))
+            print(f"  {name}: done", flush=True)
+            del loader
+
+
+def summary(rows):
+    def best(kind, prefix):
+        vals = [r["value"] for r in rows if r["kind"] == kind and r["name"].startswith(prefix)]
+        return max(vals) if vals else float("nan")
+
+    def get(kind, name):
+        return next((r["value"] for r in rows if r["kind"] == kind and r["name"] == name), float("nan"))
+
+    pyg_a, pyg_b = best("a", "PyG"), best("b", "PyG")
+    model_alone = get("c", "model alone (batches prepared)")
+    return {
+        "(a) device / PyG best": get("a", "tritongnn [device]") / pyg_a,
+        "(a) host UVA / PyG best": get("a", "tritongnn [host]") / pyg_a,
+        "(b) device / PyG best": get("b", "tritongnn [device]") / pyg_b,
+        "(b) host UVA / PyG best": get("b", "tritongnn [host]") / pyg_b,
+        "(c)/(b) device: step time vs model alone": model_alone / get("b", "tritongnn [device]"),
+        "(c)/(b) host: step time vs model alone": model_alone / get("b", "tritongnn [host]"),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scale", type=int, default=24, help="R-MAT: 2^scale nodes")
+    parser.add_argument("--edges", type=lambda s: int(eval(s)), default=2**28, help="directed edges")
+    parser.add_argument("--features", type=int, default=128)
+    parser.add_argument("--classes", type=int, default=16)
+    parser.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--batches", type=int, default=300, help="timed batches, loader only")
+    parser.add_argument("--train-batches", type=int, default=150, help="timed training steps")
+    parser.add_argument("--pyg-batches", type=int, default=100)
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 8, 16])
+    parser.add_argument("--skip-pyg", action="store_true")
+    parser.add_argument("--out", default=None, help="append results to this JSON file")
+    args = parser.parse_args()
+    device = torch.device("cuda")
+
+    start = now(device)
+    data = rmat(args.scale, args.edges, num_classes=args.classes, num_features=args.features,
+                device=device, seed=0)
+    gen_seconds = now(device) - start
+    settings = dict(graph=f"R-MAT 2^{args.scale} nodes, {args.edges} edges, a,b,c,d=0.57,0.19,0.19,0.05",
+                    features=f"{args.features} float32", classes=args.classes,
+                    num_neighbors=args.num_neighbors, batch_size=args.batch_size,
+                    model="GraphSAGE hidden 256, 3 layers", generation_seconds=round(gen_seconds, 2))
+    print(json.dumps(settings), flush=True)
+    rows = []
+    graph_gpu = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, device=device)
+    x_host = data.x.cpu().pin_memory()
+    bench_kernels(data, graph_gpu, data.x, x_host, args, device, rows)
+    del graph_gpu, x_host
+    print("kernels: done", flush=True)
+
+    def model_fn():
+        return make_model(args.features, args.classes, device)
+
+    bench_ours(data, args, device, rows, model_fn)
+    print("tritongnn: done", flush=True)
+    if not args.skip_pyg:
+        bench_pyg(data, args, device, rows, model_fn)
+
+    ratios = summary(rows)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=os.path.dirname(__file__)).stdout.strip()
+    record = dict(benchmark="loader", gpu=torch.cuda.get_device_name(device),
+                  date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  commit=commit, torch=torch.__version__, settings=settings, rows=rows, ratios=ratios,
+                  ceilings=CEILINGS)
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "a") as f:
+            f.write(json.dumps(record) + "\n")
+    print(f"\n{record['gpu']}  commit {commit}  {record['date']}")
+    print(f"{'kind':5s} {'name':42s} {'value':>10s}  unit")
+    for r in rows:
+        print(f"{r['kind']:5s} {r['name']:42s} {r['value']:10.1f}  {r['unit']}  {r.get('note', '')}")
+    for k, v in ratios.items():
+        print(f"ratio {k:52s} {v:6.2f}x")
+
+
+if __name__ == "__main__":
+    main()

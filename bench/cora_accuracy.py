@@ -1,0 +1,92 @@
+"""Cora test accuracy: tritongnn.NeighborLoader against PyG's NeighborLoader.
+
+Same model, optimiser, epochs, fanouts and batch size; several seeds each;
+mean and standard deviation of the test accuracy at the last epoch. PyG's
+loader needs torch-sparse or pyg-lib (on the GPU machine: ../shared/wheels).
+
+Usage::
+
+    python bench/cora_accuracy.py --seeds 5 --out bench/results/cora_accuracy.json
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch_geometric.nn import GraphSAGE
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from tritongnn import NeighborLoader  # noqa: E402
+from tritongnn.datasets import cora  # noqa: E402
+
+
+def run(loader_cls, data, seed, args, device):
+    torch.manual_seed(seed)
+    kwargs = dict(seed=seed) if loader_cls is NeighborLoader else {}
+    train = loader_cls(data, args.num_neighbors, input_nodes=data.train_mask, batch_size=args.batch_size,
+                       shuffle=True, **kwargs)
+    test = loader_cls(data, args.num_neighbors, input_nodes=data.test_mask, batch_size=1000, **kwargs)
+    model = GraphSAGE(data.num_features, 64, 2, 7, dropout=0.5).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+    for _ in range(args.epochs):
+        model.train()
+        for batch in train:
+            batch = batch.to(device)
+            optimizer.zero_grad()
+            out = model(batch.x, batch.edge_index)[:batch.batch_size]
+            F.cross_entropy(out, batch.y[:batch.batch_size]).backward()
+            optimizer.step()
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for batch in test:
+            batch = batch.to(device)
+            pred = model(batch.x, batch.edge_index)[:batch.batch_size].argmax(-1)
+            correct += int((pred == batch.y[:batch.batch_size]).sum())
+    return correct / int(data.test_mask.sum())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--num-neighbors", type=int, nargs="+", default=[10, 10])
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    data = cora()
+    from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
+    results = {}
+    for name, cls in (("tritongnn", NeighborLoader), ("PyG", PyGNeighborLoader)):
+        try:
+            results[name] = [run(cls, data, seed, args, device) for seed in range(args.seeds)]
+        except ImportError as error:  # PyG without torch-sparse / pyg-lib
+            print(f"{name}: skipped ({error})")
+    record = dict(benchmark="cora_accuracy", device=str(device),
+                  gpu=torch.cuda.get_device_name() if device.type == "cuda" else None,
+                  date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  commit=subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                        text=True, cwd=os.path.dirname(__file__)).stdout.strip(),
+                  settings=vars(args) | dict(model="GraphSAGE 1433-64-7, dropout 0.5, Adam lr 0.01 wd 5e-4"),
+                  accuracy=results)
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write(json.dumps(record) + "\n")
+    for name, accs in results.items():
+        print(f"{name:10s} test accuracy {statistics.mean(accs):.4f} +- {statistics.stdev(accs):.4f} "
+              f"over {len(accs)} seeds: {[round(a, 3) for a in accs]}")
+    if len(results) == 2:
+        gap = statistics.mean(results["tritongnn"]) - statistics.mean(results["PyG"])
+        print(f"difference (tritongnn - PyG): {gap:+.4f}")
+
+
+if __name__ == "__main__":
+    main()
