@@ -60,3 +60,26 @@ def test_gather_bad_arguments():
         gather_rows(x, torch.zeros(1, dtype=torch.int32))
     with pytest.raises(ValueError, match="out must be"):
         gather_rows(x, torch.zeros(2, dtype=torch.int64), out=torch.empty(3, 4))
+
+
+def test_gather_persistent_grid(monkeypatch):
+    # On a GPU, rows read through UVA are walked by a grid smaller than the
+    # number of row blocks; each program loops. Force that loop here.
+    from tritongnn.kernels import gather
+    monkeypatch.setattr(gather, "_num_programs", lambda *args: 3)
+    x = table(500, 40, torch.float32, 1)
+    ids = torch.randint(0, 500, (2000,), generator=torch.Generator().manual_seed(0))
+    num_blocks = -(-ids.numel() // gather._launch_settings(160, 4, True)[0])
+    assert num_blocks > 3  # several blocks per program
+    for num_hot in (0, 200, 500):
+        out = torch.zeros(2000, 40)
+        gather_rows(x, ids, out, hot=x[:num_hot].clone(), num_hot=num_hot)
+        assert_bits_equal(out, x[ids])
+
+
+def test_gather_bad_num_hot():
+    x = torch.randn(10, 4)
+    with pytest.raises(ValueError, match="num_hot"):
+        gather_rows(x, torch.zeros(2, dtype=torch.int64), hot=x[:3], num_hot=5)
+    with pytest.raises(ValueError, match="num_hot"):
+        gather_rows(x, torch.zeros(2, dtype=torch.int64), hot=x, num_hot=11)

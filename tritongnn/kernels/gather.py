@@ -8,11 +8,20 @@ the hot-first relabelled ids make "cached?" one comparison), the others from
 only, pass the same table twice and ``num_hot = N`` (all in GPU memory) or
 ``0`` (all through UVA).
 
-Why the rows are visited in sorted id order when any come from the host: the
-H200 reads 512-byte host rows through UVA at 17-21 GB/s in random order but at
-54 GB/s (the 55 GB/s PCIe ceiling) in ascending order (DESIGN.md, Measuring).
-Sorting 10^5 ids on the GPU costs tens of microseconds; a batch's host read
-costs milliseconds. The write side (HBM, scattered rows) is cheap either way.
+Why rows that come from the host are visited in sorted id order, by few
+programs: the H200 reads 512-byte host rows through UVA at 16-17 GB/s in
+random order; sorted, at 53 GB/s (the 55 GB/s bulk-copy ceiling) when the ids
+are dense in the table (10^6 ids of 2^24 rows), and 21 GB/s when they are
+sparse (10^5 ids of 2^24 rows: one row per 80 KB) with a full grid. Sparse
+sorted reads go faster, 28-29 GB/s, when only about half the SMs' worth of
+programs walk the sorted ids together (a persistent grid): the reads then
+stay within a narrower address window. Neither huge-page backing nor
+write-combined host memory changes any of this (measured; see
+bench/results/). Sorting 10^5 ids on the GPU costs ~0.1 ms; the host read of
+those rows ~2 ms. The write side (HBM, scattered rows) is cheap either way.
+
+From GPU memory alone (one tier, no sort) a full grid of 16-row blocks moves
+1.8-2.0 TB/s of useful bytes (torch.index_select: 0.83).
 """
 from __future__ import annotations
 
@@ -24,7 +33,7 @@ from . import reference
 from ._launch import check_readable, interpreted_block, next_power_of_2, use_triton
 
 
-@triton.jit(do_not_specialize=["n", "num_hot"])
+@triton.jit(do_not_specialize=["n", "num_hot", "num_blocks"])
 def _gather_kernel(
     hot,        # [num_hot, D] rows of the GPU tier
     cold,       # [N, D] rows of the other tier (indexed by the same ids)
@@ -33,38 +42,56 @@ def _gather_kernel(
     out,        # [n, D] output, row i = table[ids[i]]
     n,
     num_hot,
+    num_blocks,  # cdiv(n, BLOCK_ROWS)
     D: tl.constexpr,  # row width in elements (one compile per width)
     stride_hot, stride_cold, stride_out,  # row strides in elements
+    TIERS: tl.constexpr,  # 1: every row from `cold`; 2: split at num_hot
     ORDERED: tl.constexpr,
     BLOCK_ROWS: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
-    i_r = tl.program_id(0).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    m_r = i_r < n
-    if ORDERED:
-        i_r = tl.load(order + i_r, mask=m_r, other=0)
-    b_id = tl.load(ids + i_r, mask=m_r, other=0)
-    m_hot = m_r & (b_id < num_hot)
-    m_cold = m_r & (b_id >= num_hot)
-    p_hot = hot + b_id[:, None] * stride_hot
-    p_cold = cold + b_id[:, None] * stride_cold
-    p_out = out + i_r[:, None] * stride_out
-    for d0 in range(0, D, BLOCK_D):
-        o_d = d0 + tl.arange(0, BLOCK_D)
-        m_d = o_d[None, :] < D
-        b_hot = tl.load(p_hot + o_d[None, :], mask=m_hot[:, None] & m_d, other=0)
-        b_cold = tl.load(p_cold + o_d[None, :], mask=m_cold[:, None] & m_d, other=0)
-        # a select, not a sum: -0.0 and NaN payloads must come out bit for bit
-        b_row = tl.where(m_hot[:, None], b_hot, b_cold)
-        tl.store(p_out + o_d[None, :], b_row, mask=m_r[:, None] & m_d)
+    # Persistent over row blocks: with a grid smaller than the block count,
+    # the programs walk the (sorted) rows side by side.
+    # (a while loop: Triton's interpreter cannot range() over a runtime int)
+    block = tl.program_id(0).to(tl.int64)
+    while block < num_blocks:
+        i_r = block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+        m_r = i_r < n
+        if ORDERED:
+            i_r = tl.load(order + i_r, mask=m_r, other=0)
+        b_id = tl.load(ids + i_r, mask=m_r, other=0)
+        m_hot = m_r & (b_id < num_hot)
+        m_cold = m_r & (b_id >= num_hot)
+        p_hot = hot + b_id[:, None] * stride_hot
+        p_cold = cold + b_id[:, None] * stride_cold
+        p_out = out + i_r[:, None] * stride_out
+        for d0 in range(0, D, BLOCK_D):
+            o_d = d0 + tl.arange(0, BLOCK_D)
+            m_d = o_d[None, :] < D
+            if TIERS == 1:
+                b_row = tl.load(p_cold + o_d[None, :], mask=m_r[:, None] & m_d, other=0)
+            else:
+                b_hot = tl.load(p_hot + o_d[None, :], mask=m_hot[:, None] & m_d, other=0)
+                b_cold = tl.load(p_cold + o_d[None, :], mask=m_cold[:, None] & m_d, other=0)
+                # a select, not a sum: -0.0 and NaN payloads come out bit for bit
+                b_row = tl.where(m_hot[:, None], b_hot, b_cold)
+            tl.store(p_out + o_d[None, :], b_row, mask=m_r[:, None] & m_d)
+        block += tl.num_programs(0)
 
 
-def _launch_settings(row_bytes: int, elem: int) -> tuple[int, int, int]:
-    # One program moves ~16 KB: enough bytes in flight per SM to cover PCIe
-    # latency through UVA, small enough for many programs per SM.
+def _launch_settings(row_bytes: int, elem: int, from_host: bool) -> tuple[int, int, int]:
+    """BLOCK_ROWS, BLOCK_D, num_warps (measured on the H200 for 128 x 4-byte
+    rows; see the module docstring)."""
     block_d = min(next_power_of_2(max(row_bytes // elem, 1)), 4096 // elem)  # <= 4 KB of a row
-    block_rows = max(1, min(64, 16384 // (block_d * elem)))
-    return interpreted_block(next_power_of_2(block_rows), 256), block_d, 4
+    rows = (8192 if from_host else 4096) // (block_d * elem)  # 16 or 32 rows of 512 bytes
+    return interpreted_block(max(1, min(64, rows)), 256), block_d, 4
+
+
+def _num_programs(n: int, block_rows: int, from_host: bool, device: torch.device) -> int:
+    blocks = triton.cdiv(n, block_rows)
+    if not from_host or device.type != "cuda":
+        return blocks
+    return max(1, min(blocks, torch.cuda.get_device_properties(device).multi_processor_count // 2))
 
 
 def gather_rows(
@@ -103,6 +130,9 @@ def gather_rows(
                          f"on {device}, got {tuple(out.shape)} {out.dtype} on {out.device}")
     if hot is None:  # one tier: all rows in GPU memory, or all through UVA
         hot, num_hot = table, (table.size(0) if table.device == device else 0)
+    if not 0 <= num_hot <= table.size(0) or hot.size(0) < num_hot or hot.shape[1:] != table.shape[1:]:
+        raise ValueError(f"num_hot = {num_hot} with hot of shape {tuple(hot.shape)}: need 0 <= num_hot "
+                         f"<= {table.size(0)} rows of width {table.size(1)} in hot")
     if not use_triton(device):
         return reference.gather_rows(table, ids, out, hot, num_hot)
     check_readable(table, device, "table")
@@ -112,12 +142,18 @@ def gather_rows(
     n = ids.numel()
     if n == 0:
         return out
-    ordered = num_hot < table.size(0)  # some rows come through UVA
-    order = torch.argsort(ids) if ordered else ids
+    from_host = num_hot < table.size(0) and table.device != device
+    if num_hot == table.size(0):  # every row from the GPU tier
+        table, num_hot = hot, 0
+    tiers = 2 if num_hot > 0 else 1
+    order = torch.argsort(ids) if from_host else ids
     block_rows, block_d, num_warps = _launch_settings(table.size(1) * table.element_size(),
-                                                      table.element_size())
-    _gather_kernel[(triton.cdiv(n, block_rows),)](
-        hot, table, ids, order, out, n, num_hot, table.size(1),
+                                                      table.element_size(), from_host)
+    grid = _num_programs(n, block_rows, from_host, device)
+    _gather_kernel[(grid,)](
+        hot, table, ids, order, out, n, num_hot, triton.cdiv(n, block_rows),
+        table.size(1),
         hot.stride(0), table.stride(0), out.stride(0),
-        ORDERED=ordered, BLOCK_ROWS=block_rows, BLOCK_D=block_d, num_warps=num_warps)
+        TIERS=tiers, ORDERED=from_host, BLOCK_ROWS=block_rows, BLOCK_D=block_d,
+        num_warps=num_warps)
     return out
