@@ -285,6 +285,7 @@ class _Prefetcher:
         self.queue = queue.Queue(maxsize=loader.prefetch)
         self.stop = threading.Event()
         self.stream = torch.cuda.Stream(loader.device)
+        self.consumer = torch.cuda.current_stream(loader.device)
         self.thread = threading.Thread(target=self._produce, daemon=True)
         self.thread.start()
 
@@ -300,12 +301,14 @@ class _Prefetcher:
     def _produce(self) -> None:
         try:
             torch.cuda.set_device(self.loader.device)
+            # The epoch's input ids were made on the consumer's stream: wait
+            # for them once, here, not per batch, or every batch would also
+            # wait for the training steps queued behind them.
+            self.stream.wait_stream(self.consumer)
             with torch.cuda.stream(self.stream):
                 for input_id in self.batches:
                     if self.stop.is_set():
                         return
-                    # input_id was made on the consumer's stream
-                    self.stream.wait_stream(torch.cuda.default_stream(self.loader.device))
                     batch = self.loader._make_batch(input_id)
                     ready = torch.cuda.Event()
                     ready.record(self.stream)
@@ -317,7 +320,7 @@ class _Prefetcher:
         self._put(self._DONE)
 
     def __iter__(self):
-        consumer = torch.cuda.current_stream(self.loader.device)
+        consumer = self.consumer
         try:
             while True:
                 item = self.queue.get()
