@@ -100,23 +100,59 @@ def bench_kernels(data, graph_gpu, x_gpu, x_host, args, device, rows):
         rows.append(dict(kind="kernel", name=f"sample+map [{placement}]",
                          value=edges / seconds / 1e6, unit="M sampled edges/s",
                          note=f"{len(batches) - 4} batches, full multi-hop sampler"))
-    from triton.testing import do_bench
+    bench_gather(data, graph_gpu, x_gpu, x_host, args, device, rows, seeds)
+
+
+def bench_gather(data, graph_gpu, x_gpu, x_host, args, device, rows, seeds):
+    """Gather GB/s of useful bytes (rows read once, written once): at uniform
+    random ids of several counts (a batch has ~10^5 nodes), and at a real
+    batch's n_id; from GPU memory against ``index_select``, from pinned host
+    memory against the naive Triton gather (unsorted ids, one program per row
+    block) and a bulk host-to-device copy. Each is checked against
+    ``x[ids]`` first."""
+    from triton.testing import do_bench, do_bench_cudagraph
+    import triton
+    from tritongnn import NeighborSampler
+    from tritongnn.kernels.gather import _gather_kernel
+
+    width, elem = x_gpu.size(1), x_gpu.element_size()
+
+    def naive(table, ids, out):  # the issue's "naive Triton gather": unsorted, full grid
+        n = ids.numel()
+        _gather_kernel[(triton.cdiv(n, 32),)](table, table, ids, ids, out, n, 0, triton.cdiv(n, 32),
+                                             width, table.stride(0), table.stride(0), out.stride(0),
+                                             TIERS=1, ORDERED=False, BLOCK_ROWS=32, BLOCK_D=128)
+
+    def measure(name, fn, ids, out, note, graph=False):
+        out.zero_()
+        fn()
+        correct = torch.equal(out, x_gpu[ids])
+        ms = do_bench_cudagraph(fn, rep=200) if graph else \
+            do_bench(fn, warmup=50, rep=300, return_mode="median")
+        rows.append(dict(kind="kernel", name=name, value=ids.numel() * width * elem / ms / 1e6 if correct
+                         else float("nan"), unit="GB/s useful",
+                         note=f"{ids.numel()} rows of {width} {x_gpu.dtype}; {note}; correct={correct}"))
+
     n_id = NeighborSampler(graph_gpu, args.num_neighbors, device=device).sample(
         seeds[:args.batch_size], torch.Generator().manual_seed(1)).node
-    ids = torch.randint(0, data.num_nodes, (n_id.numel(),), device=device)
-    out = torch.empty(ids.numel(), x_gpu.size(1), dtype=x_gpu.dtype, device=device)
-    useful = ids.numel() * x_gpu.size(1) * x_gpu.element_size()
-    for name, table in (("gather HBM", x_gpu), ("gather UVA pinned", x_host)):
-        gather_rows(table, ids, out)
-        correct = torch.equal(out, x_gpu[ids])
-        ms = do_bench(lambda: gather_rows(table, ids, out), warmup=50, rep=300, return_mode="median")
-        rows.append(dict(kind="kernel", name=name, value=useful / ms / 1e6 if correct else float("nan"),
-                         unit="GB/s useful", note=f"{ids.numel()} random rows of {x_gpu.size(1)} "
-                         f"{x_gpu.dtype}; correct={correct}"))
-    ms = do_bench(lambda: torch.index_select(x_gpu, 0, ids, out=out), warmup=50, rep=300,
-                  return_mode="median")
-    rows.append(dict(kind="kernel", name="torch.index_select HBM", value=useful / ms / 1e6,
-                     unit="GB/s useful", note="baseline"))
+    gen = torch.Generator(device=device).manual_seed(2)
+    id_sets = [(f"{n} random ids", torch.randint(0, data.num_nodes, (n,), device=device, generator=gen))
+               for n in (1 << 16, 1 << 17, 1 << 18, 1 << 19, 1 << 20)]
+    id_sets.insert(1, ("n_id of a batch", n_id))
+    for label, ids in id_sets:
+        out = torch.empty(ids.numel(), width, dtype=x_gpu.dtype, device=device)
+        measure(f"gather HBM, {label}", lambda: gather_rows(x_gpu, ids, out), ids, out,
+                "CUDA graph replay (kernel time)", graph=True)
+        measure(f"index_select HBM, {label}", lambda: torch.index_select(x_gpu, 0, ids, out=out), ids, out,
+                "baseline, CUDA graph replay", graph=True)
+        measure(f"gather UVA, {label}", lambda: gather_rows(x_host, ids, out), ids, out,
+                "includes the argsort of ids")
+        measure(f"naive gather UVA, {label}", lambda: naive(x_host, ids, out), ids, out, "baseline")
+    rows_bulk = 1 << 20
+    ms = do_bench(lambda: x_gpu[:rows_bulk].copy_(x_host[:rows_bulk], non_blocking=True),
+                  warmup=10, rep=200, return_mode="median")
+    rows.append(dict(kind="kernel", name="bulk copy host->GPU", value=rows_bulk * width * elem / ms / 1e6,
+                     unit="GB/s", note=f"{rows_bulk} contiguous rows: the PCIe ceiling"))
 
 
 def bench_ours(data, args, device, rows, model_fn):
@@ -213,6 +249,8 @@ def main():
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 8, 16])
     parser.add_argument("--skip-pyg", action="store_true")
     parser.add_argument("--out", default=None, help="append results to this JSON file")
+    parser.add_argument("--commit", default=None,
+                        help="commit measured (default: git rev-parse of this checkout)")
     args = parser.parse_args()
     device = torch.device("cuda")
 
@@ -241,7 +279,7 @@ def main():
         bench_pyg(data, args, device, rows, model_fn)
 
     ratios = summary(rows)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=os.path.dirname(__file__)).stdout.strip()
     record = dict(benchmark="loader", gpu=torch.cuda.get_device_name(device),
                   date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -252,9 +290,9 @@ def main():
         with open(args.out, "a") as f:
             f.write(json.dumps(record) + "\n")
     print(f"\n{record['gpu']}  commit {commit}  {record['date']}")
-    print(f"{'kind':5s} {'name':42s} {'value':>10s}  unit")
+    print(f"{'kind':5s} {'name':50s} {'value':>10s}  unit")
     for r in rows:
-        print(f"{r['kind']:5s} {r['name']:42s} {r['value']:10.1f}  {r['unit']}  {r.get('note', '')}")
+        print(f"{r['kind']:5s} {r['name']:50s} {r['value']:10.1f}  {r['unit']}  {r.get('note', '')}")
     for k, v in ratios.items():
         print(f"ratio {k:52s} {v:6.2f}x")
 
