@@ -1,0 +1,1 @@
+"""Runnable examples; ``tritongnn-train`` is ``examples.train.main``."""
