@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import json
 import os
 import subprocess
@@ -212,7 +213,10 @@ def bench_pyg(data, args, device, rows, model_fn):
             rows.append(dict(kind="b", name=name, value=rate, unit="steps/s",
                              note=f"{count} batches after {warmup}"))
             print(f"  {name}: done", flush=True)
+            # Collect the loader's worker iterator now: left to a later gc
+            # pass, it may run inside the next loader's forked workers.
             del loader
+            gc.collect()
 
 
 def summary(rows):

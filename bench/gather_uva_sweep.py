@@ -1,0 +1,138 @@
+"""Why the UVA gather is shaped as it is: the experiments behind
+``tritongnn/kernels/gather.py``'s launch settings, in one run.
+
+On a 2^24 x 128 float32 table (8 GB) in pinned host memory, gathering rows in
+sorted id order with ``kernels.gather._gather_kernel``:
+
+1. grid size x rows per block x warps, at 2^17 (sparse: about a batch) and
+   2^20 (dense) random ids;
+2. the host memory kind: torch's pinned memory (cudaHostAlloc), transparent
+   huge pages registered with cudaHostRegister, write-combined cudaHostAlloc;
+3. evenly spaced sorted ids, 1 to 4096 rows apart (512 B to 2 MB): where the
+   rate falls as reads spread out.
+
+Usage (GPU machine)::
+
+    python bench/gather_uva_sweep.py --out bench/results/gather_uva_sweep.json
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import glob
+import json
+import mmap
+import os
+import subprocess
+import sys
+
+import torch
+import triton
+from triton.testing import do_bench
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from tritongnn.kernels.gather import _gather_kernel  # noqa: E402
+
+N, D = 1 << 24, 128
+
+
+def gather(table, ids, order, out, grid, block_rows, num_warps):
+    n = ids.numel()
+    _gather_kernel[(grid,)](table, table, ids, order, out, n, 0, triton.cdiv(n, block_rows), D,
+                            table.stride(0), table.stride(0), out.stride(0), TIERS=1, ORDERED=True,
+                            BLOCK_ROWS=block_rows, BLOCK_D=128, num_warps=num_warps)
+
+
+def rate(table, ids, x_gpu, grid, block_rows=32, num_warps=4):
+    """GB/s of useful bytes, sorting included; NaN if the rows are wrong."""
+    out = torch.zeros(ids.numel(), D, device="cuda")
+    grid = grid or triton.cdiv(ids.numel(), block_rows)
+
+    def run():
+        gather(table, ids, torch.argsort(ids), out, grid, block_rows, num_warps)
+    run()
+    if not torch.equal(out, x_gpu[ids]):
+        return float("nan")
+    return ids.numel() * D * 4 / do_bench(run, warmup=10, rep=40, return_mode="median") / 1e6
+
+
+def host_tables(x_gpu):
+    """Yield (kind, pinned table) for each host memory kind, freeing each after use."""
+    size = x_gpu.numel() * 4
+    table = torch.empty(N, D, pin_memory=True).copy_(x_gpu)
+    yield "cudaHostAlloc (torch pinned)", table
+    del table
+
+    buf = mmap.mmap(-1, size + (2 << 20), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    buf.madvise(mmap.MADV_HUGEPAGE)
+    raw = torch.frombuffer(buf, dtype=torch.uint8)
+    start = (-raw.data_ptr()) % (2 << 20)
+    table = raw[start:start + size].view(torch.float32).view(N, D)
+    table.copy_(x_gpu)
+    assert int(torch.cuda.cudart().cudaHostRegister(table.data_ptr(), size, 0)) == 0
+    yield "huge pages + cudaHostRegister", table
+    torch.cuda.cudart().cudaHostUnregister(table.data_ptr())
+    del table, raw
+
+    libs = glob.glob(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", "**", "libcudart.so*"),
+                     recursive=True)
+    if libs:
+        cudart, ptr = ctypes.CDLL(libs[0]), ctypes.c_void_p()
+        if cudart.cudaHostAlloc(ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_uint(4)) == 0:
+            table = torch.frombuffer((ctypes.c_float * (N * D)).from_address(ptr.value),
+                                     dtype=torch.float32).view(N, D)
+            table.copy_(x_gpu)
+            yield "cudaHostAlloc write-combined", table
+            del table
+            cudart.cudaFreeHost(ptr)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=None, help="append the results to this JSON file")
+    parser.add_argument("--commit", default=None)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    x_gpu = torch.randn(N, D, device="cuda")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    ids = {n: torch.randint(0, N, (n,), device="cuda") for n in (1 << 17, 1 << 20)}
+    rows = []
+    for kind, table in host_tables(x_gpu):
+        for n, id_set in ids.items():
+            shapes = [(g, b, w) for g in (sms // 4, sms // 2, sms, 0) for b in (16, 32, 64) for w in (4, 8)] \
+                if kind.startswith("cudaHostAlloc (") else [(sms // 2, 32, 4), (0, 32, 4)]
+            for grid, block_rows, num_warps in shapes:
+                rows.append(dict(memory=kind, ids=n, grid=grid or "all blocks", block_rows=block_rows,
+                                 num_warps=num_warps, gbs=rate(table, id_set, x_gpu, grid, block_rows, num_warps)))
+                print(rows[-1], flush=True)
+        if kind.startswith("cudaHostAlloc ("):
+            for spacing in (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096):
+                n = min(N // spacing, 1 << 17)
+                spaced = torch.arange(n, device="cuda") * spacing
+                rows.append(dict(memory=kind, ids=n, spacing_rows=spacing, grid=sms // 2, block_rows=32,
+                                 num_warps=4, gbs=rate(table, spaced, x_gpu, sms // 2)))
+                print(rows[-1], flush=True)
+    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                           text=True, cwd=os.path.dirname(__file__)).stdout.strip()
+    record = dict(benchmark="gather_uva_sweep", gpu=torch.cuda.get_device_name(), commit=commit,
+                  date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  settings=f"{N} x {D} float32 table in pinned host memory, sorted ids, argsort included",
+                  rows=rows)
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write(json.dumps(record) + "\n")
+    print(f"\n{record['gpu']}  commit {commit}  {record['date']}")
+    print(f"{'memory':32s} {'ids':>8s} {'spacing':>8s} {'grid':>11s} {'rows':>5s} {'warps':>5s} {'GB/s':>7s}")
+    best = {}
+    for r in rows:
+        key = (r["memory"], r["ids"], r.get("spacing_rows"))
+        if key not in best or r["gbs"] > best[key]["gbs"]:
+            best[key] = r
+    for r in best.values():  # the best shape per memory kind, id count and spacing
+        print(f"{r['memory']:32s} {r['ids']:8d} {str(r.get('spacing_rows', '-')):>8s} {str(r['grid']):>11s} "
+              f"{r['block_rows']:5d} {r['num_warps']:5d} {r['gbs']:7.1f}")
+
+
+if __name__ == "__main__":
+    main()
