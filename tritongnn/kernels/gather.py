@@ -9,16 +9,20 @@ only, pass the same table twice and ``num_hot = N`` (all in GPU memory) or
 ``0`` (all through UVA).
 
 Why rows that come from the host are visited in sorted id order, by few
-programs: the H200 reads 512-byte host rows through UVA at 16-17 GB/s in
-random order; sorted, at 53 GB/s (the 55 GB/s bulk-copy ceiling) when the ids
-are dense in the table (10^6 ids of 2^24 rows), and 21 GB/s when they are
-sparse (10^5 ids of 2^24 rows: one row per 80 KB) with a full grid. Sparse
-sorted reads go faster, 28-29 GB/s, when only about half the SMs' worth of
-programs walk the sorted ids together (a persistent grid): the reads then
-stay within a narrower address window. Neither huge-page backing nor
-write-combined host memory changes any of this (measured; see
-bench/results/). Sorting 10^5 ids on the GPU costs ~0.1 ms; the host read of
-those rows ~2 ms. The write side (HBM, scattered rows) is cheap either way.
+programs (bench/gather_uva_sweep.py, results in bench/results/): the H200
+reads 512-byte host rows through UVA at 16-17 GB/s in random order. Sorted,
+the rate is set by how many 64 KB pages of the table the rows touch: 47-53
+GB/s (the bulk copy: 55) while consecutive rows are at most 16 KB apart, 36
+at 32 KB, 17-23 at 64 KB and beyond, i.e. some 35-45 million distinct 64 KB
+pages per second. 10^6 random ids of 2^24 rows (8 KB apart on average) reach
+52 GB/s; a batch's 10^5 (80 KB apart) 25-29. Huge-page backing and
+write-combined host memory change nothing, so the remedy is fewer distinct
+pages per read: hot rows in the GPU cache, hot-first ids that pack the rows
+read together, several batches gathered at once. A persistent grid of a
+quarter of the SMs' worth of programs walking the sorted rows together helps
+sparse ids (29-31 GB/s at 2^17 ids, against 23-27 with a full grid) and
+costs dense ids nothing (52 at 2^20 either way). Sorting 10^5 ids costs ~0.1 ms; reading their rows ~2 ms. The write
+side (HBM, scattered rows) is cheap either way.
 
 From GPU memory alone (one tier, no sort) a full grid of 16-row blocks moves
 1.8-2.0 TB/s of useful bytes (torch.index_select: 0.83).
@@ -91,7 +95,7 @@ def _num_programs(n: int, block_rows: int, from_host: bool, device: torch.device
     blocks = triton.cdiv(n, block_rows)
     if not from_host or device.type != "cuda":
         return blocks
-    return max(1, min(blocks, torch.cuda.get_device_properties(device).multi_processor_count // 2))
+    return max(1, min(blocks, torch.cuda.get_device_properties(device).multi_processor_count // 4))
 
 
 def gather_rows(
