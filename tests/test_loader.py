@@ -243,3 +243,46 @@ def test_placements_and_prefetch_agree():
     input_nodes = torch.arange(5000, device="cuda")
     for batch in base:
         check_batch(batch, data.to("cuda"), input_nodes, [5, 4], False)
+
+
+def test_captured_hops_only_where_no_hop_syncs():
+    from tritongnn import CSCGraph, NeighborSampler
+    from tritongnn.sampling import sampler as sampler_module
+    data = random_data()
+    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes)
+
+    def keys(fanouts, batch_size=10):
+        return NeighborSampler(graph, fanouts, device="cpu")._keys_bound(batch_size)
+
+    assert keys([3, 2]) == 10 + 30 + 60
+    assert keys([]) == 10
+    assert keys([3, -1]) == 0  # fanout -1: sizes known only after a sync
+    big = sampler_module._SYNC_ABOVE
+    assert keys([big, 2], batch_size=2) == 0  # the second hop trims its frontier (a sync)
+    assert keys([2, big], batch_size=2) == 2 + 4 + 4 * big  # the last hop never trims
+    assert not NeighborSampler(graph, [3], device="cpu").cuda_graph  # CPU: no graphs
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("placement", ["device", "host"])
+def test_cuda_graph_replay_matches_eager(placement):
+    # Captured-and-replayed hops give the very batches the eager launches give,
+    # batch after batch (replays overwrite the graph's buffers), for full and
+    # partial batches, with edge ids.
+    from tritongnn import CSCGraph, NeighborSampler
+    data = random_data(num_nodes=20_000, num_edges=400_000)
+    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True).to("cuda")
+    graph = graph.pin_memory() if placement == "host" else graph
+    seeds = torch.randperm(20_000, generator=torch.Generator().manual_seed(0)).to("cuda")[:5 * 512 + 100]
+    outputs = {}
+    for cuda_graph in (False, True):
+        sampler = NeighborSampler(graph, [6, 4, 3], device="cuda", return_eid=True, cuda_graph=cuda_graph)
+        gen = torch.Generator().manual_seed(3)
+        outputs[cuda_graph] = [sampler.sample(batch, gen) for batch in seeds.split(512)]
+        if cuda_graph:
+            assert sampler._captured[512] is not None and sampler._captured[100] is not None
+    for eager, replayed in zip(outputs[False], outputs[True]):
+        for key in ("node", "row", "col", "edge", "num_sampled_nodes", "num_sampled_edges"):
+            a, b = getattr(eager, key), getattr(replayed, key)
+            assert (torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b), key

@@ -8,6 +8,6 @@ holds the pure-torch versions (test oracles and the CPU path).
 from .gather import gather_rows
 from .id_map import IdMap
 from .outputs import HopSample, MappedHop
-from .sample import sample_neighbors
+from .sample import draw_seeds, sample_neighbors
 
-__all__ = ["sample_neighbors", "IdMap", "gather_rows", "HopSample", "MappedHop"]
+__all__ = ["sample_neighbors", "draw_seeds", "IdMap", "gather_rows", "HopSample", "MappedHop"]

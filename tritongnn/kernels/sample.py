@@ -26,6 +26,8 @@ Three launches per hop, no host synchronisation:
 Random numbers are Philox (``tl.randint``) keyed by a per-launch seed drawn
 from the caller's ``torch.Generator`` and by (node position, draw): results are
 reproducible for a given generator state, independent of the launch shape.
+The seed is read from device memory, so a CUDA graph of the launches replays
+with new seeds.
 
 Sizes need not be known on the host: the frontier is a buffer of ``bound``
 slots of which the first ``num_frontier`` (a device scalar) are valid, so a
@@ -81,7 +83,7 @@ def _uniform_below(seed, offset, n):
     return (b_r * n) >> 32
 
 
-@triton.jit(do_not_specialize=["bound", "seed"])
+@triton.jit(do_not_specialize=["bound"])
 def _sample_kernel(
     indices,         # [E] int32/int64 CSC sources, GPU or pinned host
     frontier_local,  # [bound] int64 local id of each frontier node (edge target)
@@ -93,7 +95,8 @@ def _sample_kernel(
     out_dst,         # [bound * fanout] int64 out: local id of the node it was sampled for
     out_eid,         # [bound * fanout] int64 out: CSC position of the edge (if WRITE_EID)
     bound,
-    seed,            # Philox seed of this launch
+    seed,            # [1] int64 device scalar: Philox seed of this launch (read on the
+                     # device, so a captured CUDA graph replays with fresh seeds)
     FANOUT: tl.constexpr,
     FANOUT_PAD: tl.constexpr,  # next power of two >= FANOUT
     REPLACE: tl.constexpr,
@@ -102,6 +105,7 @@ def _sample_kernel(
 ):
     i_n = tl.program_id(0).to(tl.int64) * BLOCK_NODES + tl.arange(0, BLOCK_NODES)
     m_n = (i_n < bound) & (i_n < tl.load(num_frontier))
+    seed = tl.load(seed)
     b_start = tl.load(row_start + i_n, mask=m_n, other=0)
     b_deg = tl.load(degree + i_n, mask=m_n, other=0)
     b_end = tl.load(offsets + i_n, mask=m_n, other=0)
@@ -178,6 +182,7 @@ def sample_neighbors(
     replace: bool = False,
     generator: torch.Generator | None = None,
     return_eid: bool = False,
+    seed: torch.Tensor | None = None,
 ) -> HopSample:
     """Sample up to ``fanout`` in-neighbours of every frontier node.
 
@@ -191,8 +196,11 @@ def sample_neighbors(
         num_frontier: ``[1]`` int64 tensor on the frontier's device.
         fanout: neighbours per node; -1 takes every neighbour.
         replace: draw with replacement (i.i.d.) instead of a uniform subset.
-        generator: CPU ``torch.Generator`` the launch seed is drawn from.
+        generator: CPU ``torch.Generator`` the launch seed is drawn from
+            (and, on the CPU path, every random number).
         return_eid: also return each edge's CSC position.
+        seed: ``[1]`` int64 Philox seed on the frontier's device, used
+            instead of a draw from ``generator`` by the Triton kernels.
 
     Returns:
         ``HopSample``: edges grouped by target in frontier order. With
@@ -241,7 +249,8 @@ def sample_neighbors(
     dst = torch.empty_like(src)
     eid = torch.empty_like(src) if return_eid else src
     if slots:
-        seed = _draw_seed(generator)
+        if seed is None:
+            seed = torch.full((1,), int(draw_seeds(1, generator)[0]), dtype=torch.int64, device=device)
         fanout_pad = next_power_of_2(fanout)
         block_nodes, num_warps = _launch_settings(fanout_pad)
         _sample_kernel[(triton.cdiv(bound, block_nodes),)](
@@ -252,5 +261,6 @@ def sample_neighbors(
     return HopSample(src, dst, eid if return_eid else None, num_edges)
 
 
-def _draw_seed(generator: torch.Generator | None) -> int:
-    return int(torch.randint(0, 2**31 - 1, (1,), generator=generator).item())
+def draw_seeds(count: int, generator: torch.Generator | None) -> torch.Tensor:
+    """``[count]`` int64 Philox seeds drawn from ``generator`` (CPU)."""
+    return torch.randint(0, 2**31 - 1, (count,), generator=generator)

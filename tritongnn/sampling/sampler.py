@@ -9,6 +9,16 @@ once per batch, to learn the sizes it returns (``num_sampled_nodes`` /
 a hop whose upper bound has grown past ``_SYNC_ABOVE`` slots, to cut it to the
 real frontier before it multiplies by the next fanout.
 
+On a GPU, the hops of a batch are also captured once per batch size into a
+CUDA graph and replayed: a batch is some 20 small kernels and torch ops whose
+Python launch cost (~1 ms) exceeds their GPU time (~0.3 ms), and on the host
+that time competes with the training loop for the interpreter. Replay needs
+what capture froze to stay put: the seeds and per-hop Philox seeds are copied
+into static buffers, the hash table is the graph's own, and the batch's
+outputs are copied out of the graph's buffers before the next replay. Batches
+whose hops must sync (fanout -1, very large frontiers) run eagerly; both
+paths give the same batch for the same generator state.
+
 ``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``; ``PyGSampler``
 wraps it as a ``torch_geometric.sampler.BaseSampler`` so PyG's ``NodeLoader``
 can drive it too.
@@ -19,9 +29,12 @@ import torch
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
 from ..graph import CSCGraph
-from ..kernels import IdMap, sample_neighbors
+from ..kernels import IdMap, draw_seeds, sample_neighbors
+from ..kernels._launch import use_triton
 
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
+_GRAPH_KEYS_MAX = 1 << 24  # largest id map (keys) a captured graph may own
+_GRAPHS_MAX = 4  # batch sizes with a captured graph, per sampler
 
 
 def check_num_neighbors(num_neighbors) -> list[int]:
@@ -38,6 +51,31 @@ def check_num_neighbors(num_neighbors) -> list[int]:
     return list(num_neighbors)
 
 
+class _CapturedHops:
+    """A CUDA graph of one batch size's hops with the buffers it reads:
+    ``seeds`` and ``rng`` (per-hop Philox seeds) are written before each
+    replay; ``hops`` are overwritten by it."""
+
+    def __init__(self, sampler: "NeighborSampler", batch_size: int):
+        device = sampler.device
+        self.seeds = torch.zeros(batch_size, dtype=torch.int64, device=device)
+        self.rng = torch.zeros(len(sampler.num_neighbors), dtype=torch.int64, device=device)
+        # its own table, sized so that no hop needs to grow it (a sync)
+        self.id_map = IdMap(sampler.graph.num_nodes, 1, sampler._keys_bound(batch_size), device)
+        sampler._hops(self.seeds, self.rng, None, self.id_map)  # compiles every kernel first
+        self.graph = torch.cuda.CUDAGraph()
+        # "relaxed": the training thread may call CUDA meanwhile; a sync in
+        # the capture still fails it, and the sampler falls back to eager.
+        with torch.cuda.graph(self.graph, capture_error_mode="relaxed"):
+            self.hops = sampler._hops(self.seeds, self.rng, None, self.id_map)
+
+    def replay(self, seeds: torch.Tensor, rng: torch.Tensor):
+        self.seeds.copy_(seeds)
+        self.rng.copy_(rng, non_blocking=True)
+        self.graph.replay()
+        return self.hops
+
+
 class NeighborSampler:
     """Samples the L-hop neighbourhood of a batch of seeds.
 
@@ -48,6 +86,8 @@ class NeighborSampler:
         replace: sample with replacement.
         device: where sampling runs and outputs live.
         return_eid: also return the id of every sampled edge (``e_id``).
+        cuda_graph: on a GPU, capture each batch size's hops into a CUDA
+            graph and replay it (same batches, a fraction of the host time).
 
     Example:
         >>> sampler = NeighborSampler(graph.to("cuda"), [15, 10, 5], device="cuda")
@@ -56,7 +96,7 @@ class NeighborSampler:
     """
 
     def __init__(self, graph: CSCGraph, num_neighbors, replace: bool = False,
-                 device="cuda", return_eid: bool = False):
+                 device="cuda", return_eid: bool = False, cuda_graph: bool = True):
         self.graph = graph
         self.num_neighbors = check_num_neighbors(num_neighbors)
         self.replace = bool(replace)
@@ -67,6 +107,8 @@ class NeighborSampler:
         else:
             self._edge_perm = None
         self._id_map = None
+        self.cuda_graph = bool(cuda_graph) and self.device.type == "cuda"
+        self._captured: dict[int, _CapturedHops | None] = {}
 
     def _node_bound(self, batch_size: int) -> int:
         # Keys the id map is first sized for: seeds, then each hop multiplies,
@@ -83,11 +125,55 @@ class NeighborSampler:
                 return most
         return bound
 
+    def _keys_bound(self, batch_size: int) -> int:
+        """Slots the hops of a batch ask of the id map (seeds plus every
+        candidate), or 0 when a hop syncs: fanout -1, or a frontier trimmed
+        past ``_SYNC_ABOVE``."""
+        total = layer = batch_size
+        for hop, fanout in enumerate(self.num_neighbors):
+            if fanout == -1 or (hop > 0 and layer > _SYNC_ABOVE):
+                return 0
+            layer *= fanout
+            total += layer
+        return total
+
     def _map_for(self, batch_size: int) -> IdMap:
         capacity = self._node_bound(batch_size)
         if self._id_map is None or self._id_map.capacity < capacity:
             self._id_map = IdMap(self.graph.num_nodes, 1, capacity, self.device)
         return self._id_map
+
+    def _hops(self, seeds, rng, generator, id_map):
+        """The device part of a batch: every hop sampled and mapped. Syncs
+        only where a frontier is trimmed (see the module docstring)."""
+        frontier_local = id_map.start(seeds)
+        frontier, num_frontier = seeds, torch.full((1,), seeds.numel(), dtype=torch.int64,
+                                                    device=self.device)
+        hops = []
+        for hop, fanout in enumerate(self.num_neighbors):
+            edges = sample_neighbors(self.graph.indptr, self.graph.indices, frontier, frontier_local,
+                                     num_frontier, fanout, self.replace, generator, self.return_eid,
+                                     seed=None if rng is None else rng[hop:hop + 1])
+            mapped = id_map.insert(edges.src, edges.num_edges)
+            hops.append((edges, mapped))
+            frontier, frontier_local, num_frontier = mapped.new_nodes, mapped.new_local, mapped.num_new
+            last = hop == len(self.num_neighbors) - 1
+            if not last and frontier.numel() > _SYNC_ABOVE:
+                n = int(num_frontier.item())
+                frontier, frontier_local = frontier[:n], frontier_local[:n]
+        return hops
+
+    def _replayable(self, batch_size: int) -> _CapturedHops | None:
+        if batch_size not in self._captured:
+            keys = self._keys_bound(batch_size)
+            captured = None
+            if 0 < keys <= _GRAPH_KEYS_MAX and len(self._captured) < _GRAPHS_MAX:
+                try:
+                    captured = _CapturedHops(self, batch_size)
+                except RuntimeError:  # a sync or an unsupported call in the capture
+                    captured = None
+            self._captured[batch_size] = captured
+        return self._captured[batch_size]
 
     def sample(self, seeds: torch.Tensor, generator: torch.Generator | None = None) -> SamplerOutput:
         """Sample around ``seeds`` (``[B]`` int64 on ``device``, ids in range).
@@ -98,24 +184,17 @@ class NeighborSampler:
             ``edge`` (e_id, or None), ``num_sampled_nodes`` (``[B, new nodes
             per hop...]``) and ``num_sampled_edges`` (per hop), as lists.
         """
-        graph = self.graph
-        id_map = self._map_for(seeds.numel())
-        frontier_local = id_map.start(seeds)
-        frontier, num_frontier = seeds, torch.full((1,), seeds.numel(), dtype=torch.int64,
-                                                    device=self.device)
-        hops = []
-        for hop, fanout in enumerate(self.num_neighbors):
-            edges = sample_neighbors(graph.indptr, graph.indices, frontier, frontier_local,
-                                     num_frontier, fanout, self.replace, generator, self.return_eid)
-            mapped = id_map.insert(edges.src, edges.num_edges)
-            hops.append((edges, mapped))
-            frontier, frontier_local, num_frontier = mapped.new_nodes, mapped.new_local, mapped.num_new
-            last = hop == len(self.num_neighbors) - 1
-            if not last and frontier.numel() > _SYNC_ABOVE:
-                n = int(num_frontier.item())
-                frontier, frontier_local = frontier[:n], frontier_local[:n]
+        rng = None
+        if use_triton(self.device):  # one draw per hop, so both paths agree
+            rng = draw_seeds(len(self.num_neighbors), generator).to(self.device)
+        captured = self._replayable(seeds.numel()) if self.cuda_graph and seeds.numel() else None
+        if captured is not None:
+            hops = captured.replay(seeds, rng)
+        else:
+            hops = self._hops(seeds, rng, generator, self._map_for(seeds.numel()))
 
-        # The one sync of the batch: every hop's sizes in one copy.
+        # The one sync of the batch: every hop's sizes in one copy. The
+        # slices below copy the batch out of the (possibly replayed) buffers.
         sizes = torch.cat([t for e, m in hops for t in (e.num_edges, m.num_new)]).tolist() if hops else []
         num_edges, num_new = sizes[0::2], sizes[1::2]
         node = torch.cat([seeds] + [m.new_nodes[:n] for (_, m), n in zip(hops, num_new)])
