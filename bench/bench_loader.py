@@ -219,6 +219,19 @@ def bench_pyg(data, args, device, rows, model_fn):
             gc.collect()
 
 
+class Rows(list):
+    """The run's result rows, each printed as it comes: a run cut short
+    still shows what it measured."""
+
+    def append(self, row):
+        super().append(row)
+        print(format_row(row), flush=True)
+
+
+def format_row(r):
+    return f"{r['kind']:5s} {r['name']:50s} {r['value']:10.1f}  {r['unit']}  {r.get('note', '')}"
+
+
 def summary(rows):
     def best(kind, prefix):
         vals = [r["value"] for r in rows if r["kind"] == kind and r["name"].startswith(prefix)]
@@ -267,7 +280,7 @@ def main():
                     num_neighbors=args.num_neighbors, batch_size=args.batch_size,
                     model="GraphSAGE hidden 256, 3 layers", generation_seconds=round(gen_seconds, 2))
     print(json.dumps(settings), flush=True)
-    rows = []
+    rows = Rows()
     graph_gpu = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, device=device)
     x_host = data.x.cpu().pin_memory()
     bench_kernels(data, graph_gpu, data.x, x_host, args, device, rows)
@@ -296,7 +309,7 @@ def main():
     print(f"\n{record['gpu']}  commit {commit}  {record['date']}")
     print(f"{'kind':5s} {'name':50s} {'value':>10s}  unit")
     for r in rows:
-        print(f"{r['kind']:5s} {r['name']:50s} {r['value']:10.1f}  {r['unit']}  {r.get('note', '')}")
+        print(format_row(r))
     for k, v in ratios.items():
         print(f"ratio {k:52s} {v:6.2f}x")
 
