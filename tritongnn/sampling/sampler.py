@@ -33,7 +33,7 @@ from ..kernels import IdMap, draw_seeds, sample_neighbors
 from ..kernels._launch import use_triton
 
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
-_GRAPH_KEYS_MAX = 1 << 24  # largest id map (keys) a captured graph may own
+_GRAPH_KEYS_MAX = 1 << 22  # keys of the id map a captured graph owns: <= 192 MB of table
 _GRAPHS_MAX = 4  # batch sizes with a captured graph, per sampler
 
 
