@@ -1,0 +1,155 @@
+"""Full-link offline access profiling (GARDEN section IV-B, eq. 4).
+
+Before training, a few pre-sampling epochs run the real sampler over the
+training seeds and count, per node, how often a batch touches its feature row
+and its neighbour list. The counts rank nodes for the dual cache.
+
+In a batch sampled over L hops, let ``V_0`` be the seeds and ``V_l`` the nodes
+after hop ``l`` (``V_l = V_{l-1}`` plus the new nodes of hop ``l``; a batch's
+``n_id`` is ``V_L`` in hop order). Hop ``l`` aggregates from its source set
+``V_l`` into its destination set ``V_{l-1}``. GARDEN's feature weight of node
+``v`` in one batch is
+
+    W_feat(v) = 1(v in V_in) + sum_{l=1..L} ( w_l * 1(v in V_l) + 1(v in V_{l-1}) )
+
+with ``V_in = V_L``, the nodes whose input features are fetched: every node
+of the batch counts once as an input, plus a layer-weighted count for each
+layer it is a source of and one for each layer it is a destination of, so the
+nodes reused across layers (seeds and early hops) weigh more than the outer
+hop. It depends only on the hop at which ``v`` first appears (its depth
+``d``): ``1 + sum_{l=max(d,1)..L} w_l + (L - d)``.
+
+Adjacency accesses count neighbour-list reads: a node's list is read once
+per batch when it is in a hop's frontier, i.e. for every node of depth
+``< L`` (not only the seeds, which is what destination-only profiling counts).
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ..sampling.sampler import NeighborSampler
+
+
+def depth_weights(num_layers: int, layer_weights=None) -> torch.Tensor:
+    """``[L + 1]`` float64: eq. (4)'s feature weight of a node first sampled
+    at depth ``d`` (0 = seed), for ``d = 0 .. L``.
+
+    Args:
+        num_layers: L, the number of hops.
+        layer_weights: ``w_1 .. w_L`` (default all 1).
+    """
+    if layer_weights is None:
+        layer_weights = [1.0] * num_layers
+    layer_weights = [float(w) for w in layer_weights]
+    if len(layer_weights) != num_layers:
+        raise ValueError(f"layer_weights has {len(layer_weights)} entries, expected one per hop "
+                         f"({num_layers})")
+    if any(w < 0 for w in layer_weights):
+        raise ValueError(f"layer_weights must be >= 0, got {layer_weights}")
+    weights = []
+    for d in range(num_layers + 1):
+        weights.append(1.0 + sum(layer_weights[max(d, 1) - 1:]) + (num_layers - d))
+    return torch.tensor(weights, dtype=torch.float64)
+
+
+@dataclass
+class AccessProfile:
+    """Per-node access counts from pre-sampling epochs.
+
+    Attributes:
+        feature: ``[N]`` float64 summed eq. (4) feature weights.
+        adjacency: ``[N]`` int64 neighbour-list reads.
+        epochs: pre-sampling epochs run.
+        num_batches: batches sampled in them.
+        seconds: wall time of the profiling.
+        num_neighbors: the fanouts profiled.
+        layer_weights: ``w_1 .. w_L`` of eq. (4).
+    """
+    feature: torch.Tensor
+    adjacency: torch.Tensor
+    epochs: int
+    num_batches: int
+    seconds: float
+    num_neighbors: list = field(default_factory=list)
+    layer_weights: list = field(default_factory=list)
+
+    @property
+    def num_nodes(self) -> int:
+        return self.feature.numel()
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the profile (tensors on the CPU) so a later run can skip profiling."""
+        torch.save({"feature": self.feature.cpu(), "adjacency": self.adjacency.cpu(),
+                    "epochs": self.epochs, "num_batches": self.num_batches, "seconds": self.seconds,
+                    "num_neighbors": list(self.num_neighbors),
+                    "layer_weights": list(self.layer_weights)}, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, num_nodes: int | None = None,
+             num_neighbors=None) -> "AccessProfile":
+        """Read a saved profile; with ``num_nodes`` / ``num_neighbors``, check
+        that it was made for this graph and these fanouts."""
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        keys = {"feature", "adjacency", "epochs", "num_batches", "seconds", "num_neighbors",
+                "layer_weights"}
+        if not isinstance(state, dict) or set(state) != keys:
+            raise ValueError(f"{os.fspath(path)!r} is not a saved AccessProfile")
+        profile = cls(**state)
+        if num_nodes is not None and profile.num_nodes != num_nodes:
+            raise ValueError(f"the profile in {os.fspath(path)!r} counts {profile.num_nodes} nodes, "
+                             f"the graph has {num_nodes}")
+        if num_neighbors is not None and list(num_neighbors) != profile.num_neighbors:
+            raise ValueError(f"the profile in {os.fspath(path)!r} was made with num_neighbors="
+                             f"{profile.num_neighbors}, not {list(num_neighbors)}")
+        return profile
+
+
+def profile_accesses(sampler: NeighborSampler, input_nodes: torch.Tensor, batch_size: int,
+                     epochs: int = 3, layer_weights=None,
+                     generator: torch.Generator | None = None) -> AccessProfile:
+    """Run ``epochs`` pre-sampling epochs of ``sampler`` over shuffled
+    ``input_nodes`` and count accesses (module docstring).
+
+    Args:
+        sampler: the sampler training will use (same graph, fanouts, device).
+        input_nodes: ``[S]`` int64 training seeds, on the sampler's device.
+        batch_size: seeds per batch, as in training.
+        epochs: pre-sampling epochs (GARDEN uses a few; default 3).
+        layer_weights: ``w_1 .. w_L`` of eq. (4), default all 1.
+        generator: CPU generator for the shuffles and the sampling.
+
+    Returns:
+        ``AccessProfile`` with counts on the sampler's device.
+    """
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
+        raise ValueError(f"epochs must be a positive int, got {epochs!r}")
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    num_layers = len(sampler.num_neighbors)
+    layer_weights = [1.0] * num_layers if layer_weights is None else [float(w) for w in layer_weights]
+    weights = depth_weights(num_layers, layer_weights)
+    device = sampler.device
+    num_nodes = sampler.graph.num_nodes
+    feature = torch.zeros(num_nodes, dtype=torch.float64, device=device)
+    adjacency = torch.zeros(num_nodes, dtype=torch.int64, device=device)
+    weights_dev = weights.to(device)
+    start, num_batches = time.perf_counter(), 0
+    for _ in range(epochs):
+        order = torch.randperm(input_nodes.numel(), generator=generator).to(input_nodes.device)
+        for seeds in input_nodes[order].split(batch_size):
+            out = sampler.sample(seeds, generator)
+            sizes = torch.tensor(out.num_sampled_nodes, device=device)
+            depth = torch.repeat_interleave(torch.arange(num_layers + 1, device=device), sizes,
+                                            output_size=out.node.numel())
+            feature.index_add_(0, out.node, weights_dev[depth])
+            expanded = out.node[:out.node.numel() - out.num_sampled_nodes[-1]] if num_layers else out.node[:0]
+            adjacency.index_add_(0, expanded, torch.ones_like(expanded))
+            num_batches += 1
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return AccessProfile(feature, adjacency, epochs, num_batches, time.perf_counter() - start,
+                         list(sampler.num_neighbors), layer_weights)
