@@ -18,6 +18,7 @@ def brute_force(batches, num_nodes, layer_weights):
     """Eq. (4) and neighbour-list reads from the layer sets of each batch."""
     feature = torch.zeros(num_nodes, dtype=torch.float64)
     adjacency = torch.zeros(num_nodes, dtype=torch.int64)
+    inputs = torch.zeros(num_nodes, dtype=torch.int64)
     num_layers = len(layer_weights)
     for out in batches:
         ends = torch.tensor(out.num_sampled_nodes).cumsum(0).tolist()
@@ -27,12 +28,13 @@ def brute_force(batches, num_nodes, layer_weights):
             for ell in range(1, num_layers + 1):
                 w += layer_weights[ell - 1] * (v in layer[ell]) + (v in layer[ell - 1])
             feature[v] += w
+            inputs[v] += v in layer[num_layers]
         # lists read: the frontier of each hop = the new nodes of the hop before
         starts = [0] + ends[:-1]
         for ell in range(num_layers):
             for v in out.node[starts[ell]:ends[ell]].tolist():
                 adjacency[v] += 1
-    return feature, adjacency
+    return feature, inputs, adjacency
 
 
 @pytest.mark.parametrize("num_neighbors,layer_weights", [([3, 2], None), ([4, 2, 2], [0.5, 1.0, 2.0]),
@@ -51,10 +53,11 @@ def test_profile_matches_brute_force(num_neighbors, layer_weights):
             order = torch.randperm(seeds.numel(), generator=gen)
             batches += [sampler.sample(b, gen) for b in seeds[order].split(7)]
     weights = layer_weights or [1.0] * len(num_neighbors)
-    feature, adjacency = brute_force(batches, 60, weights)
+    feature, inputs, adjacency = brute_force(batches, 60, weights)
     assert profile.num_batches == len(batches) == 2 * 5
     assert torch.allclose(profile.feature, feature)
     assert torch.equal(profile.adjacency, adjacency)
+    assert torch.equal(profile.inputs, inputs)
     assert profile.seconds >= 0 and profile.layer_weights == weights
 
 
@@ -77,6 +80,7 @@ def test_profile_save_load(tmp_path):
     path = tmp_path / "profile.pt"
     profile.save(path)
     again = AccessProfile.load(path, num_nodes=60, num_neighbors=[3, 2])
+    assert torch.equal(again.inputs, profile.inputs)
     assert torch.equal(again.feature, profile.feature) and torch.equal(again.adjacency, profile.adjacency)
     assert (again.epochs, again.num_batches, again.num_neighbors) == (1, 3, [3, 2])
     with pytest.raises(ValueError, match="counts 60 nodes"):

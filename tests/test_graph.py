@@ -1,6 +1,7 @@
 """CSC construction and validation."""
 import pytest
 import torch
+from hypothesis import given, strategies as st
 
 from tritongnn import CSCGraph
 
@@ -57,3 +58,39 @@ def test_bad_types():
 def test_placement():
     g = CSCGraph.from_edge_index(torch.tensor([[0, 1], [1, 0]]), 2)
     assert g.pin_memory().is_pinned and g.to("cuda").device.type == "cuda"
+
+
+@given(num_nodes=st.integers(1, 40), num_edges=st.integers(0, 200), seed=st.integers(0, 2**16),
+       keep=st.booleans())
+def test_relabel_renames_nodes_and_keeps_rows(num_nodes, num_edges, seed, keep):
+    g = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=g)
+    graph = CSCGraph.from_edge_index(edge_index, num_nodes, keep_edge_perm=keep)
+    order = torch.randperm(num_nodes, generator=g)
+    new = graph.relabel(order)
+    new._validate()
+    new_id = torch.empty_like(order)
+    new_id[order] = torch.arange(num_nodes)
+    for i in range(num_nodes):  # row i of the new graph is row order[i] of the old, renamed, in order
+        old_row = graph.indices[graph.indptr[order[i]]:graph.indptr[order[i] + 1]].long()
+        assert torch.equal(new.indices[new.indptr[i]:new.indptr[i + 1]].long(), new_id[old_row])
+    # edge_perm leads back to the user's edges: (src, dst) in new ids = renamed edge_index
+    dst = torch.repeat_interleave(torch.arange(num_nodes), new.degree())
+    if keep:
+        e_id = new.edge_perm
+        assert torch.equal(edge_index[0, e_id], order[new.indices.long()])
+        assert torch.equal(edge_index[1, e_id], order[dst])
+    else:  # edge ids are the old graph's CSC positions
+        assert torch.equal(graph.indices[new.edge_perm].long(), order[new.indices.long()])
+    # relabelling back by the inverse order gives the original graph
+    back = new.relabel(new_id)
+    assert torch.equal(back.indptr, graph.indptr) and torch.equal(back.indices, graph.indices)
+
+
+@pytest.mark.parametrize("order,match", [(torch.tensor([0, 1]), "shape"), (torch.tensor([0, 0, 1]), "repeats"),
+                                         (torch.tensor([0, 1, 3]), "outside"),
+                                         (torch.tensor([0.0, 1.0, 2.0]), "integer")])
+def test_relabel_rejects_non_permutations(order, match):
+    graph = CSCGraph.from_edge_index(torch.tensor([[0, 1], [1, 2]]), 3)
+    with pytest.raises((ValueError, TypeError), match=match):
+        graph.relabel(order)

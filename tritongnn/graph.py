@@ -143,6 +143,41 @@ class CSCGraph:
         """``[N]`` int64 in-degree (neighbours available to sample)."""
         return self.indptr.diff()
 
+    def relabel(self, order: torch.Tensor) -> "CSCGraph":
+        """The same graph with node ``order[i]`` renamed ``i``.
+
+        Hot-first relabelling (the dual cache) puts the hottest nodes at the
+        smallest ids, so that the cached rows of features and adjacency are
+        prefixes. Each row keeps its neighbours in their order, so sampling
+        by position draws the same (renamed) neighbours. ``edge_perm`` maps
+        the new CSC positions to this graph's edge ids (its own ``edge_perm``,
+        or its CSC positions when it has none).
+
+        Args:
+            order: ``[N]`` integer permutation of ``[0, N)``, ``order[new] = old``.
+        """
+        order = _as_index(order, "order")
+        num_nodes = self.num_nodes
+        if order.dim() != 1 or order.numel() != num_nodes:
+            raise ValueError(f"order must be a permutation of [0, {num_nodes}), got shape {tuple(order.shape)}")
+        device = self.indptr.device
+        order = order.to(device, torch.int64)
+        new_id = torch.full((num_nodes,), -1, dtype=torch.int64, device=device)
+        if num_nodes and (int(order.min()) < 0 or int(order.max()) >= num_nodes):
+            raise ValueError(f"order must be a permutation of [0, {num_nodes}): it holds ids outside the range")
+        new_id[order] = torch.arange(num_nodes, device=device)
+        if bool((new_id < 0).any()):
+            raise ValueError(f"order must be a permutation of [0, {num_nodes}): it repeats ids")
+        degree = self.degree()[order]
+        indptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=device)
+        torch.cumsum(degree, 0, out=indptr[1:])
+        row = torch.repeat_interleave(torch.arange(num_nodes, device=device), degree,
+                                      output_size=self.num_edges)
+        old_pos = self.indptr[order][row] + (torch.arange(self.num_edges, device=device) - indptr[row])
+        indices = new_id[self.indices.to(device)[old_pos].to(torch.int64)]
+        edge_perm = old_pos if self.edge_perm is None else self.edge_perm.to(device)[old_pos]
+        return CSCGraph(indptr, indices, edge_perm, validate=False)
+
     def _apply(self, fn) -> "CSCGraph":
         out = CSCGraph.__new__(CSCGraph)
         out.indptr, out.indices = fn(self.indptr), fn(self.indices)

@@ -19,6 +19,10 @@ nodes reused across layers (seeds and early hops) weigh more than the outer
 hop. It depends only on the hop at which ``v`` first appears (its depth
 ``d``): ``1 + sum_{l=max(d,1)..L} w_l + (L - d)``.
 
+Input accesses count, unweighted, the batches whose feature gather reads a
+node's row (``v in V_in``): the allocator ranks by eq. (4) and reports the
+gather's expected hit rate from these.
+
 Adjacency accesses count neighbour-list reads: a node's list is read once
 per batch when it is in a hop's frontier, i.e. for every node of depth
 ``< L`` (not only the seeds, which is what destination-only profiling counts).
@@ -62,6 +66,7 @@ class AccessProfile:
 
     Attributes:
         feature: ``[N]`` float64 summed eq. (4) feature weights.
+        inputs: ``[N]`` int64 batches whose gather read the node's row.
         adjacency: ``[N]`` int64 neighbour-list reads.
         epochs: pre-sampling epochs run.
         num_batches: batches sampled in them.
@@ -70,6 +75,7 @@ class AccessProfile:
         layer_weights: ``w_1 .. w_L`` of eq. (4).
     """
     feature: torch.Tensor
+    inputs: torch.Tensor
     adjacency: torch.Tensor
     epochs: int
     num_batches: int
@@ -83,7 +89,8 @@ class AccessProfile:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the profile (tensors on the CPU) so a later run can skip profiling."""
-        torch.save({"feature": self.feature.cpu(), "adjacency": self.adjacency.cpu(),
+        torch.save({"feature": self.feature.cpu(), "inputs": self.inputs.cpu(),
+                    "adjacency": self.adjacency.cpu(),
                     "epochs": self.epochs, "num_batches": self.num_batches, "seconds": self.seconds,
                     "num_neighbors": list(self.num_neighbors),
                     "layer_weights": list(self.layer_weights)}, path)
@@ -94,7 +101,7 @@ class AccessProfile:
         """Read a saved profile; with ``num_nodes`` / ``num_neighbors``, check
         that it was made for this graph and these fanouts."""
         state = torch.load(path, map_location="cpu", weights_only=True)
-        keys = {"feature", "adjacency", "epochs", "num_batches", "seconds", "num_neighbors",
+        keys = {"feature", "inputs", "adjacency", "epochs", "num_batches", "seconds", "num_neighbors",
                 "layer_weights"}
         if not isinstance(state, dict) or set(state) != keys:
             raise ValueError(f"{os.fspath(path)!r} is not a saved AccessProfile")
@@ -136,6 +143,7 @@ def profile_accesses(sampler: NeighborSampler, input_nodes: torch.Tensor, batch_
     num_nodes = sampler.graph.num_nodes
     feature = torch.zeros(num_nodes, dtype=torch.float64, device=device)
     adjacency = torch.zeros(num_nodes, dtype=torch.int64, device=device)
+    inputs = torch.zeros(num_nodes, dtype=torch.int64, device=device)
     weights_dev = weights.to(device)
     start, num_batches = time.perf_counter(), 0
     for _ in range(epochs):
@@ -146,10 +154,11 @@ def profile_accesses(sampler: NeighborSampler, input_nodes: torch.Tensor, batch_
             depth = torch.repeat_interleave(torch.arange(num_layers + 1, device=device), sizes,
                                             output_size=out.node.numel())
             feature.index_add_(0, out.node, weights_dev[depth])
+            inputs.index_add_(0, out.node, torch.ones_like(out.node))
             expanded = out.node[:out.node.numel() - out.num_sampled_nodes[-1]] if num_layers else out.node[:0]
             adjacency.index_add_(0, expanded, torch.ones_like(expanded))
             num_batches += 1
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return AccessProfile(feature, adjacency, epochs, num_batches, time.perf_counter() - start,
+    return AccessProfile(feature, inputs, adjacency, epochs, num_batches, time.perf_counter() - start,
                          list(sampler.num_neighbors), layer_weights)
