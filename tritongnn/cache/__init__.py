@@ -1,7 +1,11 @@
-"""The dual GPU cache (features and adjacency): profiling first.
+"""The dual GPU cache (features and adjacency), built in the order data flows:
 
-- ``profile``: full-link offline access profiling (GARDEN eq. 4).
+- ``profile``: full-link offline access profiling (GARDEN eq. 4);
+- ``allocator``: the hot-first order and the split of one byte budget
+  between the adjacency and feature caches (``CSCGraph.relabel`` renames).
 """
+from .allocator import CachePlan, hot_first_order, plan_by_degree, plan_cache
 from .profile import AccessProfile, depth_weights, profile_accesses
 
-__all__ = ["AccessProfile", "depth_weights", "profile_accesses"]
+__all__ = ["AccessProfile", "depth_weights", "profile_accesses", "CachePlan", "hot_first_order",
+           "plan_cache", "plan_by_degree"]

@@ -1,0 +1,166 @@
+"""Budget allocator: one GPU byte budget split between the adjacency cache
+and the feature cache (GARDEN's AHFCA, DUCATI's dual cache).
+
+Nodes are renamed hot-first (``CSCGraph.relabel``) by their profiled eq. (4)
+feature weight, so both caches are prefixes of one order: the feature rows of
+new ids ``< F`` and the neighbour lists of new ids ``< A`` live in GPU memory,
+and "cached?" is one comparison in the kernels. The split is greedy by
+marginal utility per byte: both prefixes grow in chunks of nodes, and the
+next chunk taken is the one, of the two, with the most profiled accesses per
+byte it costs (feature rows: ``row_bytes`` each; lists: ``degree *
+index_bytes``), until the budget is spent or no chunk with accesses fits.
+With accesses per byte falling along each prefix, that is the best split the
+profile can tell.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .profile import AccessProfile
+
+
+@dataclass
+class CachePlan:
+    """Where the dual cache draws its lines.
+
+    Attributes:
+        order: ``[N]`` int64, ``order[new] = old``: the hot-first renaming.
+        num_adjacency: A, nodes (new ids ``< A``) whose neighbour lists are cached.
+        num_feature: F, nodes (new ids ``< F``) whose feature rows are cached.
+        adjacency_bytes: bytes of the cached lists.
+        feature_bytes: bytes of the cached rows.
+        budget: the budget split.
+        adjacency_hit_rate: share of the profiled neighbour-list reads the
+            cache serves.
+        feature_hit_rate: share of the profiled row gathers the cache serves.
+    """
+    order: torch.Tensor
+    num_adjacency: int
+    num_feature: int
+    adjacency_bytes: int
+    feature_bytes: int
+    budget: int
+    adjacency_hit_rate: float
+    feature_hit_rate: float
+
+    def __str__(self) -> str:
+        gb = 1e9
+        return (f"cache plan: budget {self.budget / gb:.2f} GB -> adjacency of {self.num_adjacency:,} nodes "
+                f"({self.adjacency_bytes / gb:.2f} GB, expected hit rate {self.adjacency_hit_rate:.3f}), "
+                f"features of {self.num_feature:,} nodes ({self.feature_bytes / gb:.2f} GB, expected hit "
+                f"rate {self.feature_hit_rate:.3f})")
+
+
+def check_budget(budget) -> int:
+    if not isinstance(budget, int) or isinstance(budget, bool):
+        raise TypeError(f"budget must be an int number of bytes, got {type(budget).__name__} {budget!r}")
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0 bytes, got {budget}")
+    return budget
+
+
+def hot_first_order(profile: AccessProfile) -> torch.Tensor:
+    """``[N]`` int64 ``order[new] = old``: nodes by descending eq. (4) feature
+    weight, then descending neighbour-list reads, then id."""
+    by_adjacency = torch.argsort(profile.adjacency, descending=True, stable=True)
+    by_feature = torch.argsort(profile.feature[by_adjacency], descending=True, stable=True)
+    return by_adjacency[by_feature]
+
+
+def _shares(counts: torch.Tensor, cached: int) -> float:
+    total = float(counts.sum())
+    return float(counts[:cached].sum()) / total if total else 1.0
+
+
+def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, budget: int,
+               index_bytes: int = 4, chunks: int = 4096) -> CachePlan:
+    """Split ``budget`` bytes between the two caches (module docstring).
+
+    Args:
+        profile: per-node access counts (``profile_accesses``).
+        degree: ``[N]`` in-degree of every node (``CSCGraph.degree()``).
+        row_bytes: bytes of one feature row.
+        budget: GPU bytes for both caches.
+        index_bytes: bytes of one neighbour id (4 for int32 indices).
+        chunks: granularity of the greedy split, in chunks of ``N / chunks`` nodes.
+
+    Returns:
+        ``CachePlan``.
+    """
+    budget = check_budget(budget)
+    num_nodes = profile.num_nodes
+    if degree.dim() != 1 or degree.numel() != num_nodes:
+        raise ValueError(f"degree must be [{num_nodes}], got shape {tuple(degree.shape)}")
+    for name, value in (("row_bytes", row_bytes), ("index_bytes", index_bytes), ("chunks", chunks)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    order = hot_first_order(profile).cpu()
+    feature = profile.feature.cpu()[order].double()
+    adjacency = profile.adjacency.cpu()[order].double()
+    list_bytes = degree.cpu()[order].to(torch.int64) * index_bytes
+    zero = torch.zeros(1, dtype=torch.float64)
+    # cumulative accesses and bytes of each prefix, indexed by its length
+    cum = {"feature": (torch.cat([zero, feature.cumsum(0)]),
+                       torch.arange(num_nodes + 1, dtype=torch.int64) * row_bytes),
+           "adjacency": (torch.cat([zero, adjacency.cumsum(0)]),
+                         torch.cat([zero.long(), list_bytes.cumsum(0)]))}
+    bounds = torch.unique(torch.linspace(0, num_nodes, chunks + 1).round().long()).tolist()
+    taken = {"feature": 0, "adjacency": 0}  # prefix lengths
+    chunk = {"feature": 0, "adjacency": 0}  # next chunk of each stream
+    done = {"feature": num_nodes == 0, "adjacency": num_nodes == 0}
+    left = budget
+
+    def next_chunk(name):
+        accesses, nbytes = cum[name]
+        lo, hi = bounds[chunk[name]], bounds[chunk[name] + 1]
+        return float(accesses[hi] - accesses[lo]), int(nbytes[hi] - nbytes[lo]), hi
+
+    while not all(done.values()):
+        best, best_utility = None, -1.0
+        for name in ("feature", "adjacency"):
+            if done[name]:
+                continue
+            gain, cost, _ = next_chunk(name)
+            accesses = cum[name][0]
+            if float(accesses[-1] - accesses[taken[name]]) <= 0:  # no access further along
+                done[name] = True
+                continue
+            utility = float("inf") if cost == 0 else gain / cost
+            if utility > best_utility:
+                best, best_utility = name, utility
+        if best is None:
+            break
+        gain, cost, hi = next_chunk(best)
+        if cost <= left:
+            taken[best], left = hi, left - cost
+            chunk[best] += 1
+            done[best] = chunk[best] == len(bounds) - 1
+        else:  # the longest part of the chunk that fits, then this prefix stops
+            nbytes = cum[best][1]
+            fits = int(torch.searchsorted(nbytes, nbytes[taken[best]] + left, right=True)) - 1
+            left -= int(nbytes[fits] - nbytes[taken[best]])
+            taken[best] = fits
+            done[best] = True
+    num_feature, num_adjacency = taken["feature"], taken["adjacency"]
+    return CachePlan(order=order, num_adjacency=num_adjacency, num_feature=num_feature,
+                     adjacency_bytes=int(cum["adjacency"][1][num_adjacency]),
+                     feature_bytes=num_feature * row_bytes, budget=budget,
+                     adjacency_hit_rate=_shares(profile.adjacency.cpu()[order], num_adjacency),
+                     feature_hit_rate=_shares(profile.inputs.cpu()[order], num_feature))
+
+
+def plan_by_degree(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, budget: int) -> CachePlan:
+    """The common baseline (PaGraph, Quiver): a feature cache of the
+    highest in-degree nodes filling the whole budget, no adjacency cache;
+    hit rates measured against the same profile."""
+    budget = check_budget(budget)
+    if not isinstance(row_bytes, int) or isinstance(row_bytes, bool) or row_bytes < 1:
+        raise ValueError(f"row_bytes must be a positive int, got {row_bytes!r}")
+    order = torch.argsort(degree.cpu(), descending=True, stable=True)
+    num_feature = min(profile.num_nodes, budget // row_bytes)
+    return CachePlan(order=order, num_adjacency=0, num_feature=num_feature, adjacency_bytes=0,
+                     feature_bytes=num_feature * row_bytes, budget=budget,
+                     adjacency_hit_rate=_shares(profile.adjacency.cpu()[order], 0),
+                     feature_hit_rate=_shares(profile.inputs.cpu()[order], num_feature))
