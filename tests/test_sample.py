@@ -100,3 +100,43 @@ def test_bad_fanout(fanout):
     with pytest.raises(ValueError, match="fanout"):
         sample_neighbors(graph.indptr, graph.indices, torch.zeros(1, dtype=torch.int64),
                          torch.zeros(1, dtype=torch.int64), torch.ones(1, dtype=torch.int64), fanout)
+
+
+@given(graph=graphs(), fanout=FANOUTS, replace=st.booleans(), data=st.data())
+def test_adjacency_cache_tiers_read_the_same_rows(device, graph, fanout, replace, data):
+    # With the first A rows in a separate "hot" copy, sampling gives exactly the
+    # edges of the single-tier graph; the cold copy's first A rows are poisoned,
+    # so a read from the wrong tier shows up as a wrong or out-of-range edge.
+    num_hot = data.draw(st.integers(0, graph.num_nodes))
+    n = data.draw(st.integers(1, 2 * graph.num_nodes))
+    frontier = torch.randint(0, graph.num_nodes, (n,), generator=torch.Generator().manual_seed(n)).to(device)
+    hot_edges = int(graph.indptr[num_hot])
+    hot_indptr, hot_indices = graph.indptr[:num_hot + 1].clone(), graph.indices[:hot_edges].clone()
+    cold_indptr, cold_indices = graph.indptr.clone(), graph.indices.clone()
+    cold_indptr[:num_hot] = -(10**9)
+    cold_indices[:hot_edges] = -7
+
+    def sample(*arrays, **hot):
+        hop = sample_neighbors(*[a.to(device) for a in arrays], frontier, torch.arange(n, device=device),
+                               torch.tensor([n], device=device), fanout, replace,
+                               torch.Generator().manual_seed(3), return_eid=True,
+                               **{k: v.to(device) for k, v in hot.items()})
+        e = int(hop.num_edges)
+        return hop.src[:e].cpu(), hop.dst[:e].cpu(), hop.eid[:e].cpu()
+
+    plain = sample(graph.indptr, graph.indices)
+    tiered = sample(cold_indptr, cold_indices, hot_indptr=hot_indptr, hot_indices=hot_indices)
+    for a, b in zip(plain, tiered):
+        assert torch.equal(a, b)
+
+
+def test_adjacency_cache_bad_tiers():
+    graph = csc_from_degrees([3, 2], 2, torch.Generator().manual_seed(0))
+    args = (graph.indptr, graph.indices, torch.zeros(1, dtype=torch.int64), torch.zeros(1, dtype=torch.int64),
+            torch.ones(1, dtype=torch.int64), 2)
+    with pytest.raises(ValueError, match="together"):
+        sample_neighbors(*args, hot_indptr=graph.indptr[:2])
+    with pytest.raises(TypeError, match="dtypes"):
+        sample_neighbors(*args, hot_indptr=graph.indptr[:2], hot_indices=graph.indices[:3].long())
+    with pytest.raises(ValueError, match="prefixes"):
+        sample_neighbors(*args, hot_indptr=torch.zeros(4, dtype=torch.int64), hot_indices=graph.indices[:3])

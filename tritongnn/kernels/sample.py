@@ -29,6 +29,12 @@ reproducible for a given generator state, independent of the launch shape.
 The seed is read from device memory, so a CUDA graph of the launches replays
 with new seeds.
 
+The adjacency may come in two tiers (the adjacency cache): after hot-first
+relabelling, the rows of nodes ``< A`` are a prefix of the CSC arrays, kept as
+GPU copies ``hot_indptr``/``hot_indices``; a node's row bounds and a
+position's neighbour are read from the GPU copy when ``v < A`` (position
+``< indptr[A]``), else from the full arrays, usually in pinned host memory.
+
 Sizes need not be known on the host: the frontier is a buffer of ``bound``
 slots of which the first ``num_frontier`` (a device scalar) are valid, so a
 whole multi-hop batch is sampled without one ``.item()`` in between.
@@ -44,9 +50,24 @@ from .outputs import HopSample
 from ._launch import check_readable, interpreted_block, next_power_of_2, use_triton
 
 
-@triton.jit(do_not_specialize=["bound", "fanout"])
+@triton.jit
+def _load_tiered(hot, cold, b_idx, num_hot, mask, TIERED: tl.constexpr):
+    """``cold[b_idx]``, with ``b_idx < num_hot`` read from ``hot`` instead
+    (the adjacency cache: hot-first ids make "cached?" one comparison)."""
+    if TIERED:
+        m_hot = mask & (b_idx < num_hot)
+        b_hot = tl.load(hot + b_idx, mask=m_hot, other=0)
+        b_cold = tl.load(cold + b_idx, mask=mask & (b_idx >= num_hot), other=0)
+        b_out = tl.where(m_hot, b_hot, b_cold)
+    else:
+        b_out = tl.load(cold + b_idx, mask=mask, other=0)
+    return b_out
+
+
+@triton.jit(do_not_specialize=["bound", "fanout", "num_hot"])
 def _row_kernel(
     indptr,        # [N + 1] int64, GPU or pinned host
+    hot_indptr,    # [num_hot + 1] int64 GPU copy of indptr[:num_hot + 1] (if TIERED)
     frontier,      # [bound] int64 global ids of the nodes to sample for
     num_frontier,  # [1] int64 device scalar: valid prefix of ``frontier``
     row_start,     # [bound] int64 out: indptr[v]
@@ -54,16 +75,18 @@ def _row_kernel(
     count,         # [bound] int64 out: neighbours drawn (0 beyond num_frontier)
     bound,         # number of slots in the buffers
     fanout,        # neighbours per node (ignored when ALL)
+    num_hot,       # nodes < num_hot read their row bounds from hot_indptr
     ALL: tl.constexpr,  # fanout == -1: every neighbour
     REPLACE: tl.constexpr,
+    TIERED: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     i_n = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m_slot = i_n < bound
     m_n = m_slot & (i_n < tl.load(num_frontier))
     b_v = tl.load(frontier + i_n, mask=m_n, other=0)
-    b_start = tl.load(indptr + b_v, mask=m_n, other=0)
-    b_deg = tl.load(indptr + b_v + 1, mask=m_n, other=0) - b_start
+    b_start = _load_tiered(hot_indptr, indptr, b_v, num_hot, m_n, TIERED)
+    b_deg = _load_tiered(hot_indptr, indptr, b_v + 1, num_hot + 1, m_n, TIERED) - b_start
     if ALL:
         b_count = b_deg
     elif REPLACE:
@@ -83,9 +106,10 @@ def _uniform_below(seed, offset, n):
     return (b_r * n) >> 32
 
 
-@triton.jit(do_not_specialize=["bound"])
+@triton.jit(do_not_specialize=["bound", "num_hot_edges"])
 def _sample_kernel(
     indices,         # [E] int32/int64 CSC sources, GPU or pinned host
+    hot_indices,     # [num_hot_edges] GPU copy of indices[:num_hot_edges] (if TIERED)
     frontier_local,  # [bound] int64 local id of each frontier node (edge target)
     row_start,       # [bound] int64 from _row_kernel
     degree,          # [bound] int64 from _row_kernel
@@ -97,10 +121,12 @@ def _sample_kernel(
     bound,
     seed,            # [1] int64 device scalar: Philox seed of this launch (read on the
                      # device, so a captured CUDA graph replays with fresh seeds)
+    num_hot_edges,   # CSC positions < num_hot_edges are read from hot_indices
     FANOUT: tl.constexpr,
     FANOUT_PAD: tl.constexpr,  # next power of two >= FANOUT
     REPLACE: tl.constexpr,
     WRITE_EID: tl.constexpr,
+    TIERED: tl.constexpr,
     BLOCK_NODES: tl.constexpr,
 ):
     i_n = tl.program_id(0).to(tl.int64) * BLOCK_NODES + tl.arange(0, BLOCK_NODES)
@@ -132,7 +158,7 @@ def _sample_kernel(
 
     m_e = m_n[:, None] & (o_j[None, :] < b_count[:, None])  # [BN, FP]
     b_pos = b_start[:, None] + b_pick  # CSC position of the edge
-    b_src = tl.load(indices + b_pos, mask=m_e, other=0).to(tl.int64)
+    b_src = _load_tiered(hot_indices, indices, b_pos, num_hot_edges, m_e, TIERED).to(tl.int64)
     o_out = (b_end - b_count)[:, None] + o_j[None, :]
     tl.store(out_src + o_out, b_src, mask=m_e)
     tl.store(out_dst + o_out, tl.broadcast_to(b_dst[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
@@ -140,9 +166,10 @@ def _sample_kernel(
         tl.store(out_eid + o_out, b_pos, mask=m_e)
 
 
-@triton.jit(do_not_specialize=["num_edges"])
+@triton.jit(do_not_specialize=["num_edges", "num_hot_edges"])
 def _all_kernel(
     indices,         # [E] CSC sources
+    hot_indices,     # [num_hot_edges] GPU copy of indices[:num_hot_edges] (if TIERED)
     owner,           # [num_edges] int64 frontier position owning each output edge
     frontier_local,  # [bound] int64
     row_start,       # [bound] int64
@@ -150,7 +177,9 @@ def _all_kernel(
     degree,          # [bound] int64
     out_src, out_dst, out_eid,
     num_edges,
+    num_hot_edges,
     WRITE_EID: tl.constexpr,
+    TIERED: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     i_e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -158,7 +187,7 @@ def _all_kernel(
     b_node = tl.load(owner + i_e, mask=m_e, other=0)
     b_first = tl.load(offsets + b_node, mask=m_e, other=0) - tl.load(degree + b_node, mask=m_e, other=0)
     b_pos = tl.load(row_start + b_node, mask=m_e, other=0) + (i_e - b_first)
-    b_src = tl.load(indices + b_pos, mask=m_e, other=0).to(tl.int64)
+    b_src = _load_tiered(hot_indices, indices, b_pos, num_hot_edges, m_e, TIERED).to(tl.int64)
     tl.store(out_src + i_e, b_src, mask=m_e)
     tl.store(out_dst + i_e, tl.load(frontier_local + b_node, mask=m_e, other=0), mask=m_e)
     if WRITE_EID:
@@ -183,6 +212,8 @@ def sample_neighbors(
     generator: torch.Generator | None = None,
     return_eid: bool = False,
     seed: torch.Tensor | None = None,
+    hot_indptr: torch.Tensor | None = None,
+    hot_indices: torch.Tensor | None = None,
 ) -> HopSample:
     """Sample up to ``fanout`` in-neighbours of every frontier node.
 
@@ -201,6 +232,10 @@ def sample_neighbors(
         return_eid: also return each edge's CSC position.
         seed: ``[1]`` int64 Philox seed on the frontier's device, used
             instead of a draw from ``generator`` by the Triton kernels.
+        hot_indptr, hot_indices: the adjacency cache, GPU copies of
+            ``indptr[:A + 1]`` and ``indices[:indptr[A]]`` for the first A
+            (hot-first) nodes: their rows are read from these, the others
+            from ``indptr``/``indices``. Both or neither.
 
     Returns:
         ``HopSample``: edges grouped by target in frontier order. With
@@ -219,14 +254,30 @@ def sample_neighbors(
                                           num_frontier, fanout, replace, generator, return_eid)
     check_readable(indptr, device, "indptr")
     check_readable(indices, device, "indices")
+    tiered = hot_indptr is not None or hot_indices is not None
+    if tiered:
+        if hot_indptr is None or hot_indices is None:
+            raise ValueError("hot_indptr and hot_indices come together (the adjacency cache)")
+        check_readable(hot_indptr, device, "hot_indptr")
+        check_readable(hot_indices, device, "hot_indices")
+        if hot_indptr.dtype != indptr.dtype or hot_indices.dtype != indices.dtype:
+            raise TypeError(f"hot_indptr/hot_indices must have the dtypes of indptr/indices "
+                            f"({indptr.dtype}, {indices.dtype}), got {hot_indptr.dtype}, {hot_indices.dtype}")
+        if not 1 <= hot_indptr.numel() <= indptr.numel() or hot_indices.numel() > indices.numel():
+            raise ValueError(f"hot_indptr [{hot_indptr.numel()}] / hot_indices [{hot_indices.numel()}] "
+                             f"must be prefixes of indptr [{indptr.numel()}] / indices [{indices.numel()}]")
+    else:
+        hot_indptr, hot_indices = indptr, indices
+    num_hot, num_hot_edges = hot_indptr.numel() - 1, hot_indices.numel()
     bound = frontier.numel()
     row_start = torch.empty(bound, dtype=torch.int64, device=device)
     degree = torch.empty_like(row_start)
     count = torch.empty_like(row_start)
     if bound:
         grid = (triton.cdiv(bound, 512),)
-        _row_kernel[grid](indptr, frontier, num_frontier, row_start, degree, count,
-                          bound, fanout, ALL=fanout == -1, REPLACE=replace, BLOCK=512)
+        _row_kernel[grid](indptr, hot_indptr, frontier, num_frontier, row_start, degree, count,
+                          bound, fanout, num_hot, ALL=fanout == -1, REPLACE=replace,
+                          TIERED=tiered, BLOCK=512)
     offsets = torch.cumsum(count, 0)
     num_edges = offsets[-1:] if bound else torch.zeros(1, dtype=torch.int64, device=device)
 
@@ -240,8 +291,9 @@ def sample_neighbors(
         eid = torch.empty_like(src) if return_eid else src
         if total:
             _all_kernel[(triton.cdiv(total, 1024),)](
-                indices, owner, frontier_local, row_start, offsets, degree,
-                src, dst, eid, total, WRITE_EID=return_eid, BLOCK=1024)
+                indices, hot_indices, owner, frontier_local, row_start, offsets, degree,
+                src, dst, eid, total, num_hot_edges, WRITE_EID=return_eid, TIERED=tiered,
+                BLOCK=1024)
         return HopSample(src, dst, eid if return_eid else None, num_edges)
 
     slots = bound * fanout
@@ -254,10 +306,10 @@ def sample_neighbors(
         fanout_pad = next_power_of_2(fanout)
         block_nodes, num_warps = _launch_settings(fanout_pad)
         _sample_kernel[(triton.cdiv(bound, block_nodes),)](
-            indices, frontier_local, row_start, degree, offsets, num_frontier,
-            src, dst, eid, bound, seed,
+            indices, hot_indices, frontier_local, row_start, degree, offsets, num_frontier,
+            src, dst, eid, bound, seed, num_hot_edges,
             FANOUT=fanout, FANOUT_PAD=fanout_pad, REPLACE=replace, WRITE_EID=return_eid,
-            BLOCK_NODES=block_nodes, num_warps=num_warps)
+            TIERED=tiered, BLOCK_NODES=block_nodes, num_warps=num_warps)
     return HopSample(src, dst, eid if return_eid else None, num_edges)
 
 
