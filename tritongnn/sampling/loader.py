@@ -21,6 +21,7 @@ references of the kernels.
 """
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import warnings
@@ -28,6 +29,9 @@ import warnings
 import torch
 from torch_geometric.data import Data
 
+from ..cache.allocator import check_budget, plan_cache
+from ..cache.dual import DualCache
+from ..cache.profile import AccessProfile, profile_accesses
 from ..graph import CSCGraph
 from ..kernels import gather_rows
 from .sampler import NeighborSampler, check_num_neighbors
@@ -120,12 +124,22 @@ class NeighborLoader:
         device: where sampling runs and batches live (default: CUDA if present).
         placement: ``"device"``: topology and features copied to GPU memory;
             ``"host"``: kept in pinned host memory and read by the kernels
-            through UVA (graphs larger than the GPU).
+            through UVA (graphs larger than the GPU). On a CPU device both
+            are host memory.
         generator: a CPU ``torch.Generator`` for shuffling and sampling;
             default one seeded from ``seed``, or from torch's global RNG.
         seed: int seed for reproducible epochs (ignored when ``generator``).
         prefetch: batches prepared ahead on a side stream by a producer
             thread (GPU only; 0 = prepare each batch when asked).
+        cache_budget: with ``placement="host"``, GPU bytes for the dual
+            cache (``tritongnn.cache``): the hottest neighbour lists and
+            feature rows, found by profiling, are kept in GPU memory, the
+            rest read through UVA. An int, or ``"auto"``: free GPU memory
+            minus a reserve for the model and the batches. None: no cache.
+        cache_profile: the access profile the cache is planned from: None
+            (profile now), an ``AccessProfile``, or a file path (loaded when
+            it exists, else profiled and saved there).
+        profile_epochs: pre-sampling epochs when profiling.
         **kwargs: other PyG/DataLoader arguments: worker settings warn that
             they have no effect; features not supported yet raise
             ``NotImplementedError`` naming the argument.
@@ -141,7 +155,8 @@ class NeighborLoader:
                  replace: bool = False, *, batch_size: int = 1, shuffle: bool = False,
                  drop_last: bool = False, transform=None, device=None, placement: str = "device",
                  generator: torch.Generator | None = None, seed: int | None = None,
-                 prefetch: int = 2, **kwargs):
+                 prefetch: int = 2, cache_budget=None, cache_profile=None, profile_epochs: int = 3,
+                 **kwargs):
         _check_kwargs(dict(kwargs, input_time=input_time))
         if isinstance(data, tuple):
             raise NotImplementedError("data as a (FeatureStore, GraphStore) pair is not supported yet")
@@ -165,9 +180,9 @@ class NeighborLoader:
                                    ("cuda" if torch.cuda.is_available() else "cpu"))
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
-        if placement == "host" and self.device.type != "cuda":
-            raise ValueError("placement='host' (UVA reads of pinned host memory) needs a CUDA device, "
-                             f"got device={self.device}")
+        if cache_budget is not None and placement != "host":
+            raise ValueError(f"cache_budget={cache_budget!r} caches a graph kept in host memory: "
+                             f"pass placement='host' with it (placement='device' holds it all on the GPU)")
         self.num_neighbors = check_num_neighbors(num_neighbors)
         num_nodes = data.num_nodes
         self.input_nodes = _check_input_nodes(input_nodes, num_nodes, self.device)
@@ -182,10 +197,78 @@ class NeighborLoader:
         graph = CSCGraph.from_edge_index(data.edge_index, num_nodes,
                                          keep_edge_perm=bool(self._edge_attrs),
                                          device=self.device)
-        self.graph = graph.pin_memory() if placement == "host" else graph
-        self.x = self._place(data.x) if data.x is not None else None
+        self.cache = None
+        if cache_budget is None:
+            self.graph = graph.pin_memory() if placement == "host" and self.device.type == "cuda" else graph
+            self.x = self._place(data.x) if data.x is not None else None
+            self._seeds = self.input_nodes
+        else:
+            self.cache = self._build_cache(graph, data.x, replace, cache_budget, cache_profile,
+                                           profile_epochs)
+            self.graph, self.x = self.cache.graph, self.cache.x
+            self._seeds = self.cache.new_id[self.input_nodes]  # internal ids
         self.sampler = NeighborSampler(self.graph, self.num_neighbors, replace, self.device,
-                                       return_eid=bool(self._edge_attrs))
+                                       return_eid=bool(self._edge_attrs),
+                                       **(self.cache.adjacency_tiers if self.cache else {}))
+        self.stats_history: list[dict] = []
+
+    def _build_cache(self, graph, x, replace, budget, profile, epochs) -> DualCache:
+        """Profile (or load a profile), plan the split, build the dual cache."""
+        budget = self._resolve_budget(budget, graph, x)
+        if isinstance(profile, (str, os.PathLike)) and os.path.exists(profile):
+            profile = AccessProfile.load(profile, graph.num_nodes, self.num_neighbors)
+        elif profile is None or isinstance(profile, (str, os.PathLike)):
+            path = profile
+            host_graph = graph.pin_memory() if self.device.type == "cuda" else graph
+            sampler = NeighborSampler(host_graph, self.num_neighbors, replace, self.device)
+            # its own stream of random numbers: profiling leaves the loader's untouched
+            gen = torch.Generator().manual_seed(self.generator.initial_seed() ^ 0x5EED)
+            profile = profile_accesses(sampler, self.input_nodes, self.batch_size, epochs, generator=gen)
+            if path is not None:
+                profile.save(path)
+        elif not isinstance(profile, AccessProfile):
+            raise TypeError(f"cache_profile must be None, an AccessProfile or a file path, "
+                            f"got {type(profile).__name__}")
+        elif profile.num_nodes != graph.num_nodes:
+            raise ValueError(f"cache_profile counts {profile.num_nodes} nodes, the graph has {graph.num_nodes}")
+        if x is None:  # no features to cache: rank by list reads, give the lists everything
+            profile = AccessProfile(profile.adjacency.double(), profile.inputs, profile.adjacency,
+                                    profile.epochs, profile.num_batches, profile.seconds)
+            row_bytes = budget + 1
+        else:
+            row_bytes = x.size(1) * x.element_size()
+        plan = plan_cache(profile, graph.degree(), row_bytes, budget,
+                          index_bytes=graph.indices.element_size())
+        self.cache_profile = profile
+        return DualCache(graph, x, plan, self.device)
+
+    def _resolve_budget(self, budget, graph, x) -> int:
+        if budget == "auto":
+            if self.device.type != "cuda":
+                raise ValueError(f"cache_budget='auto' sizes the cache from free GPU memory: it needs a "
+                                 f"CUDA device, got device={self.device}")
+            free, total = torch.cuda.mem_get_info(self.device)
+            # reserve: the model, optimiser and a few batches in flight
+            return max(0, free - max(4 << 30, total // 10))
+        if isinstance(budget, str):
+            raise ValueError(f"cache_budget must be a number of bytes or 'auto', got {budget!r}")
+        budget = check_budget(budget)
+        if self.device.type == "cuda":
+            total = torch.cuda.get_device_properties(self.device).total_memory
+            if budget > total:
+                raise ValueError(f"cache_budget={budget} bytes is more than the GPU's {total} bytes")
+        return budget
+
+    @property
+    def stats(self) -> dict | None:
+        """Cache statistics of the current (or last) epoch: hit rates of the
+        adjacency and feature caches, rows and bytes read from host memory;
+        None without a cache. Completed epochs are in ``stats_history``."""
+        if self.cache is None:
+            return None
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # counts are written on the prefetch stream
+        return self.cache.stats.as_dict()
 
     def _split_attributes(self, data: Data, num_nodes: int) -> None:
         # Node attributes are sliced by n_id, edge attributes by e_id, the rest
@@ -216,7 +299,7 @@ class NeighborLoader:
                 raise ValueError(f"data.x has {x.size(0)} rows, expected num_nodes={num_nodes}")
 
     def _place(self, x: torch.Tensor) -> torch.Tensor:
-        if self.placement == "host":
+        if self.placement == "host" and self.device.type == "cuda":
             x = x if x.device.type == "cpu" else x.cpu()
             return x.contiguous().pin_memory() if not x.is_pinned() else x.contiguous()
         return x.to(self.device).contiguous()
@@ -232,12 +315,18 @@ class NeighborLoader:
         return [order[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size, self.batch_size)]
 
     def _make_batch(self, input_id: torch.Tensor) -> Data:
-        seeds = self.input_nodes[input_id]
+        seeds = self._seeds[input_id]
         out = self.sampler.sample(seeds, self.generator)
-        n_id = out.node
+        node = out.node  # internal ids: the user's, or hot-first with a cache
+        cache = self.cache
+        n_id = node if cache is None else cache.order[node]
         batch = Data(edge_index=torch.stack([out.row, out.col]), n_id=n_id)
         if self.x is not None:
-            batch.x = gather_rows(self.x, n_id)
+            batch.x = gather_rows(self.x, node) if cache is None else \
+                gather_rows(self.x, node, hot=cache.hot_x, num_hot=cache.plan.num_feature)
+        if cache is not None:
+            cache.stats.record(node, out.num_sampled_nodes, cache.plan.num_feature,
+                               cache.plan.num_adjacency)
         if self.x is None or self._set_num_nodes:
             batch.num_nodes = n_id.numel()
         for key, value in self._node_attrs.items():
@@ -255,6 +344,9 @@ class NeighborLoader:
         return self.transform(batch) if self.transform is not None else batch
 
     def __iter__(self):
+        if self.cache is not None and self.cache.stats.batches:
+            self.stats_history.append(self.stats)
+            self.cache.stats.reset()
         batches = self._epoch_batches()
         if self.device.type != "cuda" or self.prefetch == 0:
             for input_id in batches:

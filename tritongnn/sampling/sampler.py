@@ -88,6 +88,8 @@ class NeighborSampler:
         return_eid: also return the id of every sampled edge (``e_id``).
         cuda_graph: on a GPU, capture each batch size's hops into a CUDA
             graph and replay it (same batches, a fraction of the host time).
+        hot_indptr, hot_indices: the adjacency cache (GPU copies of the
+            first rows of a hot-first relabelled graph), or None.
 
     Example:
         >>> sampler = NeighborSampler(graph.to("cuda"), [15, 10, 5], device="cuda")
@@ -96,7 +98,8 @@ class NeighborSampler:
     """
 
     def __init__(self, graph: CSCGraph, num_neighbors, replace: bool = False,
-                 device="cuda", return_eid: bool = False, cuda_graph: bool = True):
+                 device="cuda", return_eid: bool = False, cuda_graph: bool = True,
+                 hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None):
         self.graph = graph
         self.num_neighbors = check_num_neighbors(num_neighbors)
         self.replace = bool(replace)
@@ -109,6 +112,8 @@ class NeighborSampler:
         self._id_map = None
         self.cuda_graph = bool(cuda_graph) and self.device.type == "cuda"
         self._captured: dict[int, _CapturedHops | None] = {}
+        self._tiers = {} if hot_indptr is None and hot_indices is None else \
+            dict(hot_indptr=hot_indptr, hot_indices=hot_indices)
 
     def _node_bound(self, batch_size: int) -> int:
         # Keys the id map is first sized for: seeds, then each hop multiplies,
@@ -153,7 +158,7 @@ class NeighborSampler:
         for hop, fanout in enumerate(self.num_neighbors):
             edges = sample_neighbors(self.graph.indptr, self.graph.indices, frontier, frontier_local,
                                      num_frontier, fanout, self.replace, generator, self.return_eid,
-                                     seed=None if rng is None else rng[hop:hop + 1])
+                                     seed=None if rng is None else rng[hop:hop + 1], **self._tiers)
             mapped = id_map.insert(edges.src, edges.num_edges)
             hops.append((edges, mapped))
             frontier, frontier_local, num_frontier = mapped.new_nodes, mapped.new_local, mapped.num_new

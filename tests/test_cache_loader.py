@@ -1,0 +1,102 @@
+"""The dual cache behind NeighborLoader: same batches as without it, statistics, bad budgets."""
+import pytest
+import torch
+
+from tritongnn import NeighborLoader
+from tritongnn.cache import AccessProfile
+
+from test_loader import random_data
+
+
+def epoch(data, **kwargs):
+    args = dict(num_neighbors=[4, 3], batch_size=40, shuffle=True, seed=5, input_nodes=data.train_mask)
+    args.update(kwargs)
+    loader = NeighborLoader(data, **args)
+    return loader, [b for b in loader]
+
+
+def row_bytes(data):
+    return data.x.size(1) * data.x.element_size()
+
+
+@pytest.mark.parametrize("budget_rows", [0, 40, 10**6])
+def test_cached_batches_equal_uncached(device, budget_rows):
+    # Hot-first relabelling is invisible: n_id, x, edges, labels and edge
+    # attributes equal those of the loader without a cache, batch for batch,
+    # whatever part of the graph the budget keeps on the device.
+    data = random_data(edge_attr=True)
+    _, plain = epoch(data, device=device)
+    loader, cached = epoch(data, device=device, placement="host", profile_epochs=1,
+                           cache_budget=budget_rows * row_bytes(data))
+    assert len(plain) == len(cached)
+    for a, b in zip(plain, cached):
+        for key in ("n_id", "x", "edge_index", "y", "e_id", "edge_attr", "input_id", "train_mask"):
+            assert torch.equal(a[key], b[key]), key
+        assert a.num_sampled_nodes == b.num_sampled_nodes and a.num_sampled_edges == b.num_sampled_edges
+    stats = loader.stats
+    assert stats["batches"] == len(cached)
+    assert stats["feature_rows"] == sum(b.num_nodes for b in cached)
+    plan = loader.cache.plan
+    if budget_rows == 0:
+        assert stats["feature_hit_rate"] == 0.0 and stats["adjacency_hit_rate"] == 0.0
+        assert stats["feature_bytes_from_host"] == stats["feature_rows"] * row_bytes(data)
+    elif budget_rows == 10**6:
+        assert stats["feature_hit_rate"] == 1.0 and plan.num_feature == data.num_nodes
+    else:
+        assert 0.0 < stats["feature_hit_rate"] < 1.0
+        assert plan.feature_bytes + plan.adjacency_bytes <= budget_rows * row_bytes(data)
+
+
+def test_hot_first_cache_beats_its_share(device):
+    # With room for 10% of the rows, the profiled cache serves far more than
+    # 10% of the gathers when the sampled neighbours are skewed (sources drawn
+    # as rand()**3, as power-law graphs have hubs), and about the share its
+    # plan expected from the profile.
+    data = random_data(num_nodes=3000, num_edges=30_000)
+    g = torch.Generator().manual_seed(1)
+    data.edge_index[0] = (torch.rand(30_000, generator=g) ** 3 * 3000).long()
+    loader, batches = epoch(data, device=device, num_neighbors=[3, 2], batch_size=64, placement="host",
+                            profile_epochs=2, cache_budget=300 * row_bytes(data))
+    plan = loader.cache.plan
+    assert plan.num_feature <= 300
+    assert loader.stats["feature_hit_rate"] > 0.25
+    assert abs(loader.stats["feature_hit_rate"] - plan.feature_hit_rate) < 0.1
+
+
+def test_stats_per_epoch_and_profile_file(tmp_path):
+    data = random_data()
+    path = tmp_path / "profile.pt"
+    loader, _ = epoch(data, device="cpu", placement="host", cache_budget=50 * row_bytes(data),
+                      cache_profile=str(path), profile_epochs=1)
+    assert path.exists()
+    list(loader)  # a second epoch: the first goes to stats_history
+    assert len(loader.stats_history) == 1 and loader.stats["batches"] == len(loader)
+    again, _ = epoch(data, device="cpu", placement="host", cache_budget=50 * row_bytes(data),
+                     cache_profile=str(path))
+    assert torch.equal(again.cache.plan.order, loader.cache.plan.order)
+    assert torch.equal(again.cache_profile.feature, AccessProfile.load(path).feature)
+    assert NeighborLoader(data, [2], batch_size=8).stats is None
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(cache_budget=-1), ValueError, ">= 0"),
+    (dict(cache_budget=1.5), TypeError, "budget"),
+    (dict(cache_budget="lots"), ValueError, "'auto'"),
+    (dict(cache_budget="auto"), ValueError, "CUDA"),
+    (dict(cache_budget=100, placement="device"), ValueError, "placement='host'"),
+    (dict(cache_budget=100, cache_profile=3), TypeError, "cache_profile"),
+])
+def test_bad_cache_arguments(kwargs, error, match):
+    data = random_data()
+    args = dict(num_neighbors=[3, 2], batch_size=8, device="cpu", placement="host")
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        NeighborLoader(data, **args)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_budget_larger_than_the_gpu():
+    total = torch.cuda.get_device_properties(0).total_memory
+    with pytest.raises(ValueError, match="more than the GPU"):
+        NeighborLoader(random_data(), [2], batch_size=8, placement="host", cache_budget=total + 1)
