@@ -12,3 +12,12 @@ def test_train_example_runs_and_learns(capsys):
     assert "3/3" in out.err or "batches/s" in out.err  # the progress bar
     assert results["Cora"] > 0.6  # 3 epochs; chance is 0.14 (7 classes)
     assert results["synthetic"] > 0.5  # 16 classes; an MLP on x alone reaches ~0.4
+
+
+def test_train_example_with_the_cache(capsys):
+    with reference_on_cpu():
+        results = train.main(["--dataset", "cora", "--epochs", "2", "--device", "cpu", "--placement", "host",
+                              "--cache-budget", "1000000"])
+    out = capsys.readouterr().out
+    assert "cache plan" in out and "feature hit rate" in out
+    assert results["Cora"] > 0.5

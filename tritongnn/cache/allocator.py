@@ -46,11 +46,17 @@ class CachePlan:
     feature_hit_rate: float
 
     def __str__(self) -> str:
-        gb = 1e9
-        return (f"cache plan: budget {self.budget / gb:.2f} GB -> adjacency of {self.num_adjacency:,} nodes "
-                f"({self.adjacency_bytes / gb:.2f} GB, expected hit rate {self.adjacency_hit_rate:.3f}), "
-                f"features of {self.num_feature:,} nodes ({self.feature_bytes / gb:.2f} GB, expected hit "
+        return (f"cache plan: budget {_size(self.budget)} -> adjacency of {self.num_adjacency:,} nodes "
+                f"({_size(self.adjacency_bytes)}, expected hit rate {self.adjacency_hit_rate:.3f}), "
+                f"features of {self.num_feature:,} nodes ({_size(self.feature_bytes)}, expected hit "
                 f"rate {self.feature_hit_rate:.3f})")
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.2f} {unit}"
+    return f"{nbytes} B"
 
 
 def check_budget(budget) -> int:

@@ -13,6 +13,7 @@ Usage::
     tritongnn-train                                  # Cora, then the synthetic graph
     tritongnn-train --dataset synthetic --nodes 1000000 --edges 20000000
     tritongnn-train --placement host                 # graph and features in pinned host memory (UVA)
+    tritongnn-train --placement host --cache-budget 200000000   # ... with a 200 MB GPU cache
 """
 from __future__ import annotations
 
@@ -81,7 +82,9 @@ def run(name, data, args, device):
           f"device={device}, placement={args.placement}, num_neighbors={args.num_neighbors}")
     common = dict(num_neighbors=args.num_neighbors, device=device, placement=args.placement)
     train_loader = NeighborLoader(data, input_nodes=data.train_mask, batch_size=args.batch_size,
-                                  shuffle=True, seed=args.seed, **common)
+                                  shuffle=True, seed=args.seed, cache_budget=args.cache_budget, **common)
+    if train_loader.cache is not None:
+        print(f"{train_loader.cache.plan}; profiled in {train_loader.cache_profile.seconds:.2f} s")
     eval_loaders = {split: NeighborLoader(data, input_nodes=data[f"{split}_mask"], batch_size=1024,
                                           seed=args.seed, **common)
                     for split in ("train", "val", "test")}
@@ -97,6 +100,11 @@ def run(name, data, args, device):
         acc = {split: accuracy(model, loader, device) for split, loader in eval_loaders.items()}
         print(f"{epoch:5d} {loss:8.4f} {acc['train']:7.4f} {acc['val']:7.4f} {acc['test']:7.4f} "
               f"{seconds:8.2f}", flush=True)
+        if train_loader.stats is not None:
+            stats = train_loader.stats
+            print(f"      cache: feature hit rate {stats['feature_hit_rate']:.3f}, adjacency hit rate "
+                  f"{stats['adjacency_hit_rate']:.3f}, {stats['feature_bytes_from_host'] / 1e6:.1f} MB "
+                  f"of rows from host memory")
     return acc["test"]
 
 
@@ -117,11 +125,14 @@ def main(argv=None):
     parser.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     parser.add_argument("--placement", choices=["device", "host"], default="device",
                         help="graph and features in GPU memory, or in pinned host memory (UVA)")
+    parser.add_argument("--cache-budget", default=None,
+                        type=lambda v: v if v == "auto" else int(v),
+                        help="with --placement host: GPU bytes (or 'auto') for the dual cache")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if args.placement == "host" and device.type != "cuda":
-        parser.error("--placement host reads pinned host memory from a GPU: it needs --device cuda")
+    if args.cache_budget is not None and args.placement != "host":
+        parser.error("--cache-budget caches a graph kept in host memory: add --placement host")
 
     results = {}
     if args.dataset in ("cora", "both"):
