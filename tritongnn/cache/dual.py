@@ -28,21 +28,22 @@ class CacheStats:
         self.reset()
 
     def reset(self) -> None:
-        # feature rows gathered, from the GPU; neighbour lists read, from the GPU
-        self._counts = torch.zeros(4, dtype=torch.int64, device=self.device)
-        self.batches = 0
+        self._hits = torch.zeros(2, dtype=torch.int64, device=self.device)  # rows, lists from the GPU
+        self.batches = self._rows = self._lists = 0  # known on the host: no sync to count them
 
     def record(self, node: torch.Tensor, num_sampled_nodes: list[int], num_feature: int,
                num_adjacency: int) -> None:
-        """Count one batch: ``node`` its internal ids in hop order."""
-        expanded = node[:node.numel() - num_sampled_nodes[-1]] if len(num_sampled_nodes) > 1 else node[:0]
-        self._counts += torch.stack([
-            torch.tensor(node.numel(), device=self.device), (node < num_feature).sum(),
-            torch.tensor(expanded.numel(), device=self.device), (expanded < num_adjacency).sum()])
+        """Count one batch: ``node`` its internal ids in hop order. The
+        neighbour lists read are those of every node but the last hop's."""
+        num_expanded = node.numel() - num_sampled_nodes[-1] if len(num_sampled_nodes) > 1 else 0
+        self._hits += torch.stack([(node < num_feature).sum(), (node[:num_expanded] < num_adjacency).sum()])
         self.batches += 1
+        self._rows += node.numel()
+        self._lists += num_expanded
 
     def as_dict(self) -> dict:
-        rows, row_hits, lists, list_hits = self._counts.tolist()
+        rows, lists = self._rows, self._lists
+        row_hits, list_hits = self._hits.tolist()
         return dict(batches=self.batches,
                     feature_hit_rate=row_hits / rows if rows else float("nan"),
                     adjacency_hit_rate=list_hits / lists if lists else float("nan"),
@@ -91,7 +92,7 @@ class DualCache:
         if x is None:
             self.x = self.hot_x = None
         else:
-            x_new = x.to(work)[order].contiguous()
+            x_new = x[order.to(x.device)].contiguous()  # where x lives: it may not fit on the GPU
             if num_feature == num_nodes:
                 self.x = self.hot_x = x_new.to(device)
             else:
