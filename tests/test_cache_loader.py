@@ -85,6 +85,13 @@ def test_stats_per_epoch_and_profile_file(tmp_path):
     (dict(cache_budget="auto"), ValueError, "CUDA"),
     (dict(cache_budget=100, placement="device"), ValueError, "placement='host'"),
     (dict(cache_budget=100, cache_profile=3), TypeError, "cache_profile"),
+    (dict(cache_budget=100, profile_epochs=0), ValueError, "profile_epochs"),
+    (dict(cache_budget=100, cache_profile=AccessProfile(torch.zeros(300), torch.zeros(300).long(),
+                                                         torch.zeros(300).long(), 1, 1, 0.0, [5])),
+     ValueError, r"num_neighbors=\[5\]"),
+    (dict(cache_budget=100, cache_profile=AccessProfile(torch.zeros(3), torch.zeros(3).long(),
+                                                         torch.zeros(3).long(), 1, 1, 0.0)),
+     ValueError, "counts 3 nodes"),
 ])
 def test_bad_cache_arguments(kwargs, error, match):
     data = random_data()

@@ -214,7 +214,9 @@ class NeighborLoader:
 
     def _build_cache(self, graph, x, replace, budget, profile, epochs) -> DualCache:
         """Profile (or load a profile), plan the split, build the dual cache."""
-        budget = self._resolve_budget(budget, graph, x)
+        budget = self._resolve_budget(budget)
+        if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
+            raise ValueError(f"profile_epochs must be a positive int, got {epochs!r}")
         if isinstance(profile, (str, os.PathLike)) and os.path.exists(profile):
             profile = AccessProfile.load(profile, graph.num_nodes, self.num_neighbors)
         elif profile is None or isinstance(profile, (str, os.PathLike)):
@@ -231,6 +233,9 @@ class NeighborLoader:
                             f"got {type(profile).__name__}")
         elif profile.num_nodes != graph.num_nodes:
             raise ValueError(f"cache_profile counts {profile.num_nodes} nodes, the graph has {graph.num_nodes}")
+        elif profile.num_neighbors and list(profile.num_neighbors) != self.num_neighbors:
+            raise ValueError(f"cache_profile was made with num_neighbors={profile.num_neighbors}, "
+                             f"not {self.num_neighbors}")
         if x is None:  # no features to cache: rank by list reads, give the lists everything
             profile = AccessProfile(profile.adjacency.double(), profile.inputs, profile.adjacency,
                                     profile.epochs, profile.num_batches, profile.seconds)
@@ -242,7 +247,7 @@ class NeighborLoader:
         self.cache_profile = profile
         return DualCache(graph, x, plan, self.device)
 
-    def _resolve_budget(self, budget, graph, x) -> int:
+    def _resolve_budget(self, budget) -> int:
         if budget == "auto":
             if self.device.type != "cuda":
                 raise ValueError(f"cache_budget='auto' sizes the cache from free GPU memory: it needs a "
