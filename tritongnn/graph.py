@@ -22,6 +22,19 @@ def _as_index(t, name: str) -> torch.Tensor:
     return t
 
 
+def inverse_permutation(order: torch.Tensor) -> torch.Tensor:
+    """``new_id`` with ``new_id[order[i]] = i``, checking that ``order`` is a
+    permutation of ``[0, len(order))``."""
+    num_nodes = order.numel()
+    if num_nodes and (int(order.min()) < 0 or int(order.max()) >= num_nodes):
+        raise ValueError(f"order must be a permutation of [0, {num_nodes}): it holds ids outside the range")
+    new_id = torch.full((num_nodes,), -1, dtype=torch.int64, device=order.device)
+    new_id[order] = torch.arange(num_nodes, device=order.device)
+    if bool((new_id < 0).any()):
+        raise ValueError(f"order must be a permutation of [0, {num_nodes}): it repeats ids")
+    return new_id
+
+
 class CSCGraph:
     """A graph in CSC form.
 
@@ -162,12 +175,7 @@ class CSCGraph:
             raise ValueError(f"order must be a permutation of [0, {num_nodes}), got shape {tuple(order.shape)}")
         device = self.indptr.device
         order = order.to(device, torch.int64)
-        new_id = torch.full((num_nodes,), -1, dtype=torch.int64, device=device)
-        if num_nodes and (int(order.min()) < 0 or int(order.max()) >= num_nodes):
-            raise ValueError(f"order must be a permutation of [0, {num_nodes}): it holds ids outside the range")
-        new_id[order] = torch.arange(num_nodes, device=device)
-        if bool((new_id < 0).any()):
-            raise ValueError(f"order must be a permutation of [0, {num_nodes}): it repeats ids")
+        new_id = inverse_permutation(order)
         degree = self.degree()[order]
         indptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=device)
         torch.cumsum(degree, 0, out=indptr[1:])

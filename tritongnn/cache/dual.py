@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..graph import CSCGraph
+from ..graph import CSCGraph, inverse_permutation
 from .allocator import CachePlan
+from .profile import lists_read
 
 
 @dataclass
@@ -35,7 +36,7 @@ class CacheStats:
                num_adjacency: int) -> None:
         """Count one batch: ``node`` its internal ids in hop order. The
         neighbour lists read are those of every node but the last hop's."""
-        num_expanded = node.numel() - num_sampled_nodes[-1] if len(num_sampled_nodes) > 1 else 0
+        num_expanded = lists_read(num_sampled_nodes)
         self._hits += torch.stack([(node < num_feature).sum(), (node[:num_expanded] < num_adjacency).sum()])
         self.batches += 1
         self._rows += node.numel()
@@ -74,9 +75,7 @@ class DualCache:
         work = device if device.type == "cuda" else graph.device  # where to relabel
         order = plan.order.to(work)
         relabelled = graph.to(work).relabel(order)
-        new_id = torch.empty_like(order)
-        new_id[order] = torch.arange(num_nodes, device=work)
-        self.order, self.new_id = order.to(device), new_id.to(device)
+        self.order, self.new_id = order.to(device), inverse_permutation(order).to(device)
         num_adjacency, num_feature = plan.num_adjacency, plan.num_feature
 
         def host(t):  # the cold tier: pinned host memory under a GPU

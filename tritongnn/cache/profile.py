@@ -38,6 +38,12 @@ import torch
 from ..sampling.sampler import NeighborSampler
 
 
+def lists_read(num_sampled_nodes: list[int]) -> int:
+    """Neighbour lists a batch reads: those of its nodes in hop order, all
+    but the last hop's new nodes (``num_sampled_nodes`` as in ``SamplerOutput``)."""
+    return sum(num_sampled_nodes[:-1])
+
+
 def depth_weights(num_layers: int, layer_weights=None) -> torch.Tensor:
     """``[L + 1]`` float64: eq. (4)'s feature weight of a node first sampled
     at depth ``d`` (0 = seed), for ``d = 0 .. L``.
@@ -105,14 +111,18 @@ class AccessProfile:
                 "layer_weights"}
         if not isinstance(state, dict) or set(state) != keys:
             raise ValueError(f"{os.fspath(path)!r} is not a saved AccessProfile")
-        profile = cls(**state)
-        if num_nodes is not None and profile.num_nodes != num_nodes:
-            raise ValueError(f"the profile in {os.fspath(path)!r} counts {profile.num_nodes} nodes, "
-                             f"the graph has {num_nodes}")
-        if num_neighbors is not None and list(num_neighbors) != profile.num_neighbors:
-            raise ValueError(f"the profile in {os.fspath(path)!r} was made with num_neighbors="
-                             f"{profile.num_neighbors}, not {list(num_neighbors)}")
-        return profile
+        return cls(**state).check(num_nodes, num_neighbors, f"the profile in {os.fspath(path)!r}")
+
+    def check(self, num_nodes: int | None = None, num_neighbors=None,
+              name: str = "the profile") -> "AccessProfile":
+        """Raise ValueError unless it counts ``num_nodes`` nodes and was made
+        with ``num_neighbors`` (each checked when given); returns self."""
+        if num_nodes is not None and self.num_nodes != num_nodes:
+            raise ValueError(f"{name} counts {self.num_nodes} nodes, the graph has {num_nodes}")
+        if num_neighbors is not None and list(num_neighbors) != list(self.num_neighbors):
+            raise ValueError(f"{name} was made with num_neighbors={list(self.num_neighbors)}, "
+                             f"not {list(num_neighbors)}")
+        return self
 
 
 def profile_accesses(sampler: NeighborSampler, input_nodes: torch.Tensor, batch_size: int,
@@ -155,7 +165,7 @@ def profile_accesses(sampler: NeighborSampler, input_nodes: torch.Tensor, batch_
                                             output_size=out.node.numel())
             feature.index_add_(0, out.node, weights_dev[depth])
             inputs.index_add_(0, out.node, torch.ones_like(out.node))
-            expanded = out.node[:out.node.numel() - out.num_sampled_nodes[-1]] if num_layers else out.node[:0]
+            expanded = out.node[:lists_read(out.num_sampled_nodes)]
             adjacency.index_add_(0, expanded, torch.ones_like(expanded))
             num_batches += 1
     if device.type == "cuda":

@@ -21,8 +21,9 @@ pages per read: hot rows in the GPU cache, hot-first ids that pack the rows
 read together, several batches gathered at once. A persistent grid of a
 quarter of the SMs' worth of programs walking the sorted rows together helps
 sparse ids (29-31 GB/s at 2^17 ids, against 23-27 with a full grid) and
-costs dense ids nothing (52 at 2^20 either way). Sorting 10^5 ids costs ~0.1 ms; reading their rows ~2 ms. The write
-side (HBM, scattered rows) is cheap either way.
+costs dense ids nothing (52 at 2^20 either way). Sorting 10^5 ids costs
+~0.1 ms; reading their rows ~2 ms. The write side (HBM, scattered rows) is
+cheap either way.
 
 From GPU memory alone (one tier, no sort) a full grid of 16-row blocks moves
 1.8-2.0 TB/s of useful bytes (torch.index_select: 0.83).

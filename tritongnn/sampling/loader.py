@@ -231,11 +231,10 @@ class NeighborLoader:
         elif not isinstance(profile, AccessProfile):
             raise TypeError(f"cache_profile must be None, an AccessProfile or a file path, "
                             f"got {type(profile).__name__}")
-        elif profile.num_nodes != graph.num_nodes:
-            raise ValueError(f"cache_profile counts {profile.num_nodes} nodes, the graph has {graph.num_nodes}")
-        elif profile.num_neighbors and list(profile.num_neighbors) != self.num_neighbors:
-            raise ValueError(f"cache_profile was made with num_neighbors={profile.num_neighbors}, "
-                             f"not {self.num_neighbors}")
+        else:
+            # a profile built by hand may not say its fanouts
+            profile.check(graph.num_nodes, self.num_neighbors if profile.num_neighbors else None,
+                          "cache_profile")
         if x is None:  # no features to cache: rank by list reads, give the lists everything
             profile = AccessProfile(profile.adjacency.double(), profile.inputs, profile.adjacency,
                                     profile.epochs, profile.num_batches, profile.seconds)
