@@ -32,6 +32,18 @@ def test_everything_fits_and_nothing_fits():
     assert (empty.num_feature, empty.num_adjacency, empty.feature_hit_rate) == (0, 0, 0.0)
 
 
+def test_leftover_budget_takes_the_unprofiled_nodes():
+    # nodes the profile never met may still be drawn: a budget that holds
+    # everything caches everything, and leftover bytes go to features first
+    p = profile_of([3.0, 0.0, 0.0], [4, 0, 0], inputs=[2, 0, 0])
+    degree = torch.tensor([2, 5, 1])
+    full = plan_cache(p, degree, row_bytes=16, budget=10**6)
+    assert (full.num_feature, full.num_adjacency) == (3, 3)
+    some = plan_cache(p, degree, row_bytes=16, budget=16 + 8 + 16)  # row 0, list 0, one more row
+    assert (some.num_feature, some.num_adjacency) == (2, 1)
+    assert some.feature_bytes + some.adjacency_bytes <= 40
+
+
 @given(st.data())
 def test_greedy_is_near_optimal_when_utility_falls_along_the_order(data):
     # Equal degrees and accesses falling along the hot-first order: greedy by

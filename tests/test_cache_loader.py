@@ -75,7 +75,13 @@ def test_stats_per_epoch_and_profile_file(tmp_path):
                      cache_profile=str(path))
     assert torch.equal(again.cache.plan.order, loader.cache.plan.order)
     assert torch.equal(again.cache_profile.feature, AccessProfile.load(path).feature)
-    assert NeighborLoader(data, [2], batch_size=8).stats is None
+    plain = NeighborLoader(data, [2], batch_size=8)
+    list(plain)
+    stats = plain.stats  # no cache: the stage times only
+    assert stats["batches"] == len(plain) and "feature_hit_rate" not in stats
+    for key in ("sampling_seconds", "gather_seconds", "model_seconds", "wait_seconds"):
+        assert stats[key] >= 0.0
+    assert stats["epoch_seconds"] == pytest.approx(stats["model_seconds"] + stats["wait_seconds"])
 
 
 @pytest.mark.parametrize("kwargs,error,match", [
@@ -86,6 +92,8 @@ def test_stats_per_epoch_and_profile_file(tmp_path):
     (dict(cache_budget=100, placement="device"), ValueError, "placement='host'"),
     (dict(cache_budget=100, cache_profile=3), TypeError, "cache_profile"),
     (dict(cache_budget=100, profile_epochs=0), ValueError, "profile_epochs"),
+    (dict(cache_budget=100, cache_policy="lfu"), ValueError, "cache_policy"),
+    (dict(cache_budget=100, cache_policy="degree", cache_profile="p.pt"), TypeError, "cache_profile"),
     (dict(cache_budget=100, cache_profile=AccessProfile(torch.zeros(300), torch.zeros(300).long(),
                                                          torch.zeros(300).long(), 1, 1, 0.0, [5])),
      ValueError, r"num_neighbors=\[5\]"),

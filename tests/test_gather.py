@@ -35,6 +35,57 @@ def test_gather_matches_index_select(device, num_rows, width, dtype, num_ids, da
     assert_bits_equal(out.cpu(), x[ids])
 
 
+@given(num_rows=st.integers(1, 150), width=st.sampled_from([1, 5, 128, 257]),
+       dtype=st.sampled_from(DTYPES), num_ids=st.integers(0, 200), data=st.data())
+def test_gather_three_tiers(device, num_rows, width, dtype, num_ids, data):
+    # static cache rows < num_hot, dynamic cache rows through slot, the rest
+    # from the table: every row bit for bit whichever tier serves it
+    x = table(num_rows, width, dtype, num_ids + 1)
+    g = torch.Generator().manual_seed(num_rows)
+    ids = torch.randint(0, num_rows, (num_ids,), generator=g)
+    num_hot = data.draw(st.integers(0, num_rows - 1))
+    num_cold = num_rows - num_hot
+    capacity = data.draw(st.integers(1, num_cold))
+    cached = torch.randperm(num_cold, generator=g)[:data.draw(st.integers(0, capacity))]
+    slot = torch.full((num_cold,), -1, dtype=torch.int32)
+    where = torch.randperm(capacity, generator=g)[:cached.numel()]
+    slot[cached] = where.to(torch.int32)
+    dynamic = torch.zeros(capacity, width, dtype=dtype)
+    dynamic[where] = x[num_hot + cached]
+    source = x.pin_memory() if device.type == "cuda" and data.draw(st.booleans()) else x.to(device)
+    out = torch.full((num_ids, width), 3.0, dtype=dtype, device=device)
+    gather_rows(source, ids.to(device), out, hot=x[:num_hot].to(device), num_hot=num_hot,
+                dynamic=dynamic.to(device), slot=slot.to(device))
+    assert_bits_equal(out.cpu(), x[ids])
+
+
+def test_gather_three_tiers_reads_the_dynamic_rows():
+    # the dynamic tier is really read: poison the table where a row is cached
+    x = torch.arange(40.0).reshape(10, 4)
+    table_poisoned = x.clone()
+    table_poisoned[7] = -1.0
+    slot = torch.full((6,), -1, dtype=torch.int32)
+    slot[7 - 4] = 1
+    dynamic = torch.zeros(2, 4)
+    dynamic[1] = x[7]
+    ids = torch.tensor([7, 0, 5, 7])
+    out = gather_rows(table_poisoned, ids, hot=x[:4], num_hot=4, dynamic=dynamic, slot=slot)
+    assert torch.equal(out, x[ids])
+
+
+def test_gather_three_tiers_bad_arguments():
+    x = torch.randn(10, 4)
+    ids = torch.zeros(2, dtype=torch.int64)
+    with pytest.raises(ValueError, match="together"):
+        gather_rows(x, ids, hot=x[:4], num_hot=4, dynamic=torch.zeros(2, 4))
+    with pytest.raises(ValueError, match="slot must be"):
+        gather_rows(x, ids, hot=x[:4], num_hot=4, dynamic=torch.zeros(2, 4),
+                    slot=torch.full((10,), -1, dtype=torch.int32))
+    with pytest.raises(ValueError, match="dynamic must hold"):
+        gather_rows(x, ids, hot=x[:4], num_hot=4, dynamic=torch.zeros(2, 3),
+                    slot=torch.full((6,), -1, dtype=torch.int32))
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="UVA needs a CUDA GPU")
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -2,10 +2,15 @@
 
 - ``profile``: full-link offline access profiling (GARDEN eq. 4);
 - ``allocator``: the hot-first order and the split of one byte budget
-  between the adjacency and feature caches (``CSCGraph.relabel`` renames).
+  between the adjacency and feature caches (``CSCGraph.relabel`` renames);
+- ``dual``: the relabelled graph and features, their hot prefixes on the
+  GPU, the rest in pinned host memory, and the hit counters;
+- ``dynamic``: the bounded EWMA-refreshed feature cache for the rows the
+  static cache misses (GARDEN's ADFC).
 """
 from .allocator import CachePlan, hot_first_order, plan_by_degree, plan_cache
+from .dynamic import DynamicCache, DynamicCacheConfig
 from .profile import AccessProfile, depth_weights, profile_accesses
 
 __all__ = ["AccessProfile", "depth_weights", "profile_accesses", "CachePlan", "hot_first_order",
-           "plan_cache", "plan_by_degree"]
+           "plan_cache", "plan_by_degree", "DynamicCache", "DynamicCacheConfig"]

@@ -10,7 +10,9 @@ next chunk taken is the one, of the two, with the most profiled accesses per
 byte it costs (feature rows: ``row_bytes`` each; lists: ``degree *
 index_bytes``), until the budget is spent or no chunk with accesses fits.
 With accesses per byte falling along each prefix, that is the best split the
-profile can tell.
+profile can tell. Budget left when no profiled access remains goes to the
+unprofiled rest (features first), so a budget that holds everything caches
+everything.
 """
 from __future__ import annotations
 
@@ -149,6 +151,13 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
             left -= int(nbytes[fits] - nbytes[taken[best]])
             taken[best] = fits
             done[best] = True
+    # Budget left once no profiled access remains: take the unprofiled rest
+    # too (a node the profile never met may still be drawn), features first.
+    for name in ("feature", "adjacency"):
+        nbytes = cum[name][1]
+        fits = int(torch.searchsorted(nbytes, nbytes[taken[name]] + left, right=True)) - 1
+        left -= int(nbytes[fits] - nbytes[taken[name]])
+        taken[name] = fits
     num_feature, num_adjacency = taken["feature"], taken["adjacency"]
     return CachePlan(order=order, num_adjacency=num_adjacency, num_feature=num_feature,
                      adjacency_bytes=int(cum["adjacency"][1][num_adjacency]),
@@ -157,16 +166,25 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
                      feature_hit_rate=_shares(profile.inputs.cpu()[order], num_feature))
 
 
-def plan_by_degree(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, budget: int) -> CachePlan:
-    """The common baseline (PaGraph, Quiver): a feature cache of the
-    highest in-degree nodes filling the whole budget, no adjacency cache;
-    hit rates measured against the same profile."""
+def plan_by_degree(profile: AccessProfile | None, degree: torch.Tensor, row_bytes: int,
+                   budget: int) -> CachePlan:
+    """The common baseline (PaGraph, Quiver): a feature cache of the nodes
+    with the highest ``degree`` filling the whole budget, no adjacency
+    cache. For sampling, the degree that predicts accesses is the number of
+    neighbour lists a node appears in (its out-degree when lists hold
+    in-neighbours); the loader passes that. Expected hit rates are measured
+    against ``profile`` (NaN without one)."""
     budget = check_budget(budget)
     if not isinstance(row_bytes, int) or isinstance(row_bytes, bool) or row_bytes < 1:
         raise ValueError(f"row_bytes must be a positive int, got {row_bytes!r}")
+    num_nodes = degree.numel()
+    if profile is not None and profile.num_nodes != num_nodes:
+        raise ValueError(f"degree has {num_nodes} entries, the profile counts {profile.num_nodes} nodes")
     order = torch.argsort(degree.cpu(), descending=True, stable=True)
-    num_feature = min(profile.num_nodes, budget // row_bytes)
+    num_feature = min(num_nodes, budget // row_bytes)
+    nan = float("nan")
     return CachePlan(order=order, num_adjacency=0, num_feature=num_feature, adjacency_bytes=0,
                      feature_bytes=num_feature * row_bytes, budget=budget,
-                     adjacency_hit_rate=_shares(profile.adjacency.cpu()[order], 0),
-                     feature_hit_rate=_shares(profile.inputs.cpu()[order], num_feature))
+                     adjacency_hit_rate=nan if profile is None else _shares(profile.adjacency.cpu()[order], 0),
+                     feature_hit_rate=nan if profile is None else
+                     _shares(profile.inputs.cpu()[order], num_feature))

@@ -16,7 +16,23 @@ import torch
 
 from ..graph import CSCGraph, inverse_permutation
 from .allocator import CachePlan
-from .profile import lists_read
+from .dynamic import DynamicCache, DynamicCacheConfig
+from .profile import AccessProfile, lists_read
+
+
+def _relabel_rows(x: torch.Tensor, order: torch.Tensor, pin: bool) -> torch.Tensor:
+    """``x[order]`` in host memory (pinned when ``pin``), written once: the
+    table may be larger than the GPU, and a copy then a pin would hold it
+    three times."""
+    if x.device.type != "cpu":  # on a GPU: permute in row chunks, copy each out
+        out = torch.empty(x.shape, dtype=x.dtype, pin_memory=pin)
+        step = max(1, (1 << 28) // max(1, x.size(1) * x.element_size()))
+        order = order.to(x.device)
+        for begin in range(0, x.size(0), step):
+            out[begin:begin + step].copy_(x[order[begin:begin + step]])
+        return out
+    out = torch.empty(x.shape, dtype=x.dtype, pin_memory=pin)
+    return torch.index_select(x, 0, order.cpu(), out=out)
 
 
 @dataclass
@@ -24,33 +40,51 @@ class CacheStats:
     """Hits and misses since ``reset`` (device counters; read with ``as_dict``)."""
     device: torch.device
     row_bytes: int
+    index_bytes: int = 4
+    indptr_bytes: int = 8
 
     def __post_init__(self):
         self.reset()
 
     def reset(self) -> None:
-        self._hits = torch.zeros(2, dtype=torch.int64, device=self.device)  # rows, lists from the GPU
+        # on the device: rows from the static cache, rows from the dynamic
+        # cache, lists from the adjacency cache, neighbour picks from host lists
+        self._counts = torch.zeros(4, dtype=torch.int64, device=self.device)
         self.batches = self._rows = self._lists = 0  # known on the host: no sync to count them
 
-    def record(self, node: torch.Tensor, num_sampled_nodes: list[int], num_feature: int,
-               num_adjacency: int) -> None:
-        """Count one batch: ``node`` its internal ids in hop order. The
-        neighbour lists read are those of every node but the last hop's."""
+    def record(self, node: torch.Tensor, col: torch.Tensor, num_sampled_nodes: list[int],
+               num_feature: int, num_adjacency: int, dynamic_served: torch.Tensor | None = None) -> None:
+        """Count one batch: ``node`` its internal ids in hop order, ``col``
+        the local id of the node each edge was sampled for. The neighbour
+        lists read are those of every node but the last hop's."""
         num_expanded = lists_read(num_sampled_nodes)
-        self._hits += torch.stack([(node < num_feature).sum(), (node[:num_expanded] < num_adjacency).sum()])
+        zero = node.new_zeros(())
+        self._counts += torch.stack([
+            (node < num_feature).sum(),
+            zero if dynamic_served is None else dynamic_served,
+            (node[:num_expanded] < num_adjacency).sum(),
+            (node[col] >= num_adjacency).sum()])
         self.batches += 1
         self._rows += node.numel()
         self._lists += num_expanded
 
     def as_dict(self) -> dict:
         rows, lists = self._rows, self._lists
-        row_hits, list_hits = self._hits.tolist()
-        return dict(batches=self.batches,
-                    feature_hit_rate=row_hits / rows if rows else float("nan"),
+        static, dynamic, list_hits, host_picks = self._counts.tolist()
+        from_host = rows - static - dynamic
+        lists_from_host = lists - list_hits
+        feature_bytes = from_host * self.row_bytes
+        # a list read from the host: its indptr pair, then the picked entries
+        adjacency_bytes = lists_from_host * 2 * self.indptr_bytes + host_picks * self.index_bytes
+        return dict(feature_hit_rate=(static + dynamic) / rows if rows else float("nan"),
+                    static_feature_hit_rate=static / rows if rows else float("nan"),
+                    dynamic_feature_hit_rate=dynamic / rows if rows else float("nan"),
                     adjacency_hit_rate=list_hits / lists if lists else float("nan"),
-                    feature_rows=rows, feature_rows_from_host=rows - row_hits,
-                    feature_bytes_from_host=(rows - row_hits) * self.row_bytes,
-                    adjacency_lists=lists, adjacency_lists_from_host=lists - list_hits)
+                    feature_rows=rows, feature_rows_from_host=from_host,
+                    feature_bytes_from_host=feature_bytes,
+                    adjacency_lists=lists, adjacency_lists_from_host=lists_from_host,
+                    adjacency_bytes_from_host=adjacency_bytes,
+                    host_bytes=feature_bytes + adjacency_bytes)
 
 
 class DualCache:
@@ -63,10 +97,13 @@ class DualCache:
         graph: the relabelled ``CSCGraph`` (pinned host memory on a GPU).
         hot_indptr, hot_indices: GPU copies of the first ``A`` rows, or None.
         x, hot_x: relabelled features (host) and their first ``F`` rows (GPU).
+        dynamic: the ``DynamicCache`` of rows from ``F`` on, or None.
         stats: ``CacheStats`` of the batches drawn so far.
     """
 
-    def __init__(self, graph: CSCGraph, x: torch.Tensor | None, plan: CachePlan, device):
+    def __init__(self, graph: CSCGraph, x: torch.Tensor | None, plan: CachePlan, device,
+                 dynamic: DynamicCacheConfig | None = None, dynamic_rows: int = 0,
+                 profile: AccessProfile | None = None):
         device = torch.device(device)
         self.plan, self.device = plan, device
         num_nodes = graph.num_nodes
@@ -78,27 +115,29 @@ class DualCache:
         self.order, self.new_id = order.to(device), inverse_permutation(order).to(device)
         num_adjacency, num_feature = plan.num_adjacency, plan.num_feature
 
-        def host(t):  # the cold tier: pinned host memory under a GPU
-            t = t.cpu()
-            return t.pin_memory() if device.type == "cuda" else t
-
         if num_adjacency == num_nodes:  # every list cached: one tier, on the device
             self.graph, self.hot_indptr, self.hot_indices = relabelled.to(device), None, None
         else:
             self.graph = relabelled.pin_memory() if device.type == "cuda" else relabelled.to("cpu")
             self.hot_indptr = relabelled.indptr[:num_adjacency + 1].to(device).clone()
             self.hot_indices = relabelled.indices[:int(relabelled.indptr[num_adjacency])].to(device).clone()
+        self.dynamic = None
         if x is None:
             self.x = self.hot_x = None
+        elif num_feature == num_nodes:
+            self.x = self.hot_x = x.to(device)[order]
         else:
-            x_new = x[order.to(x.device)].contiguous()  # where x lives: it may not fit on the GPU
-            if num_feature == num_nodes:
-                self.x = self.hot_x = x_new.to(device)
-            else:
-                self.x = host(x_new)
-                self.hot_x = x_new[:num_feature].to(device).clone()
+            self.x = _relabel_rows(x, order, pin=device.type == "cuda")
+            self.hot_x = self.x[:num_feature].to(device)
+            if dynamic is not None and dynamic_rows > 0:
+                prior = None
+                if profile is not None and profile.num_batches:  # gathers per batch, outside the static cache
+                    prior = profile.inputs.to(order.device)[order][num_feature:].double() / profile.num_batches
+                self.dynamic = DynamicCache(self.x, num_feature, min(dynamic_rows, num_nodes - num_feature),
+                                            dynamic, device, prior)
         row_bytes = 0 if x is None else x.size(1) * x.element_size()
-        self.stats = CacheStats(device, row_bytes)
+        self.stats = CacheStats(device, row_bytes, graph.indices.element_size(),
+                                graph.indptr.element_size())
 
     @property
     def adjacency_tiers(self) -> dict:

@@ -1,9 +1,11 @@
 """Feature row gather from GPU memory or pinned host memory (UVA).
 
 ``out[i] = table[ids[i]]`` for float32, bfloat16, float16 (any dtype, in
-fact: the kernel only moves bits). The table is split in two tiers that the
-dual cache fills later: rows ``< num_hot`` are read from ``hot`` (GPU memory,
-the hot-first relabelled ids make "cached?" one comparison), the others from
+fact: the kernel only moves bits). The table is split in up to three tiers
+that the caches fill: rows ``< num_hot`` are read from ``hot`` (the static
+cache in GPU memory; hot-first relabelled ids make "cached?" one
+comparison); a row ``r >= num_hot`` with ``slot[r - num_hot] >= 0`` from that
+row of ``dynamic`` (the dynamic cache, ``cache.dynamic``); the others from
 ``cold`` (any readable memory, usually the pinned host table). With one tier
 only, pass the same table twice and ``num_hot = N`` (all in GPU memory) or
 ``0`` (all through UVA).
@@ -42,6 +44,8 @@ from ._launch import check_readable, interpreted_block, next_power_of_2, use_tri
 def _gather_kernel(
     hot,        # [num_hot, D] rows of the GPU tier
     cold,       # [N, D] rows of the other tier (indexed by the same ids)
+    dynamic,    # [K, D] rows of the dynamic cache (TIERS == 3)
+    slot,       # [N - num_hot] int32 row of `dynamic` holding a cold row, or -1
     ids,        # [n] int64 row ids
     order,      # [n] int64 visiting order (if ORDERED), e.g. argsort(ids)
     out,        # [n, D] output, row i = table[ids[i]]
@@ -49,8 +53,8 @@ def _gather_kernel(
     num_hot,
     num_blocks,  # cdiv(n, BLOCK_ROWS)
     D: tl.constexpr,  # row width in elements (one compile per width)
-    stride_hot, stride_cold, stride_out,  # row strides in elements
-    TIERS: tl.constexpr,  # 1: every row from `cold`; 2: split at num_hot
+    stride_hot, stride_cold, stride_dyn, stride_out,  # row strides in elements
+    TIERS: tl.constexpr,  # 1: every row from `cold`; 2: split at num_hot; 3: and `dynamic`
     ORDERED: tl.constexpr,
     BLOCK_ROWS: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -67,6 +71,11 @@ def _gather_kernel(
         b_id = tl.load(ids + i_r, mask=m_r, other=0)
         m_hot = m_r & (b_id < num_hot)
         m_cold = m_r & (b_id >= num_hot)
+        if TIERS == 3:
+            b_slot = tl.load(slot + (b_id - num_hot), mask=m_cold, other=-1).to(tl.int64)
+            m_dyn = m_cold & (b_slot >= 0)
+            m_cold = m_cold & (b_slot < 0)
+            p_dyn = dynamic + b_slot[:, None] * stride_dyn
         p_hot = hot + b_id[:, None] * stride_hot
         p_cold = cold + b_id[:, None] * stride_cold
         p_out = out + i_r[:, None] * stride_out
@@ -80,6 +89,9 @@ def _gather_kernel(
                 b_cold = tl.load(p_cold + o_d[None, :], mask=m_cold[:, None] & m_d, other=0)
                 # a select, not a sum: -0.0 and NaN payloads come out bit for bit
                 b_row = tl.where(m_hot[:, None], b_hot, b_cold)
+                if TIERS == 3:
+                    b_dyn = tl.load(p_dyn + o_d[None, :], mask=m_dyn[:, None] & m_d, other=0)
+                    b_row = tl.where(m_dyn[:, None], b_dyn, b_row)
             tl.store(p_out + o_d[None, :], b_row, mask=m_r[:, None] & m_d)
         block += tl.num_programs(0)
 
@@ -105,6 +117,8 @@ def gather_rows(
     out: torch.Tensor | None = None,
     hot: torch.Tensor | None = None,
     num_hot: int = 0,
+    dynamic: torch.Tensor | None = None,
+    slot: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Gather ``table[ids]`` into ``out`` on ``ids``'s device.
 
@@ -116,6 +130,9 @@ def gather_rows(
         out: ``[n, D]`` preallocated output on ``ids``'s device, same dtype.
         hot: ``[num_hot, D]`` GPU copy of the first ``num_hot`` rows, or None.
         num_hot: rows ``< num_hot`` are read from ``hot``.
+        dynamic: ``[K, D]`` GPU rows of the dynamic cache, or None.
+        slot: with ``dynamic``: ``[N - num_hot]`` int32, the row of
+            ``dynamic`` that holds table row ``num_hot + j``, or -1.
 
     Returns:
         ``out``.
@@ -138,10 +155,22 @@ def gather_rows(
     if not 0 <= num_hot <= table.size(0) or hot.size(0) < num_hot or hot.shape[1:] != table.shape[1:]:
         raise ValueError(f"num_hot = {num_hot} with hot of shape {tuple(hot.shape)}: need 0 <= num_hot "
                          f"<= {table.size(0)} rows of width {table.size(1)} in hot")
+    if (dynamic is None) != (slot is None):
+        raise ValueError("dynamic and slot come together: pass both or neither")
+    if dynamic is not None:
+        if dynamic.shape[1:] != table.shape[1:] or dynamic.dtype != table.dtype:
+            raise ValueError(f"dynamic must hold rows like table's ({table.size(1)} x {table.dtype}), "
+                             f"got {tuple(dynamic.shape)} {dynamic.dtype}")
+        if slot.dtype != torch.int32 or slot.shape != (table.size(0) - num_hot,):
+            raise ValueError(f"slot must be an int32 tensor of shape [{table.size(0) - num_hot}] "
+                             f"(one per row from num_hot on), got {slot.dtype} {tuple(slot.shape)}")
     if not use_triton(device):
-        return reference.gather_rows(table, ids, out, hot, num_hot)
+        return reference.gather_rows(table, ids, out, hot, num_hot, dynamic, slot)
     check_readable(table, device, "table")
     check_readable(hot, device, "hot")
+    if dynamic is not None:
+        check_readable(dynamic, device, "dynamic")
+        check_readable(slot, device, "slot")
     if table.stride(1) != 1 or hot.stride(1) != 1 or out.stride(1) != 1:
         raise ValueError("table, hot and out rows must be contiguous (stride 1 along dim 1)")
     n = ids.numel()
@@ -149,16 +178,18 @@ def gather_rows(
         return out
     from_host = num_hot < table.size(0) and table.device != device
     if num_hot == table.size(0):  # every row from the GPU tier
-        table, num_hot = hot, 0
-    tiers = 2 if num_hot > 0 else 1
+        table, num_hot, dynamic = hot, 0, None
+    tiers = 3 if dynamic is not None else 2 if num_hot > 0 else 1
+    if dynamic is None:
+        dynamic, slot = table, ids  # not read
     order = torch.argsort(ids) if from_host else ids
     block_rows, block_d, num_warps = _launch_settings(table.size(1) * table.element_size(),
                                                       table.element_size(), from_host)
     grid = _num_programs(n, block_rows, from_host, device)
     _gather_kernel[(grid,)](
-        hot, table, ids, order, out, n, num_hot, triton.cdiv(n, block_rows),
+        hot, table, dynamic, slot, ids, order, out, n, num_hot, triton.cdiv(n, block_rows),
         table.size(1),
-        hot.stride(0), table.stride(0), out.stride(0),
+        hot.stride(0), table.stride(0), dynamic.stride(0), out.stride(0),
         TIERS=tiers, ORDERED=from_host, BLOCK_ROWS=block_rows, BLOCK_D=block_d,
         num_warps=num_warps)
     return out

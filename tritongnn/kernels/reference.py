@@ -131,10 +131,16 @@ class IdMap:
                          None if cand_batch is None else new_batch, num_new, per_batch)
 
 
-def gather_rows(table, ids, out, hot=None, num_hot=0):
+def gather_rows(table, ids, out, hot=None, num_hot=0, dynamic=None, slot=None):
     """Reference of ``kernels.gather.gather_rows``."""
     out.copy_(table.index_select(0, ids.to(table.device)))
     if hot is not None and num_hot > 0:
         m_hot = ids < num_hot
         out[m_hot] = hot.index_select(0, ids[m_hot].to(hot.device)).to(out.device)
+    if dynamic is not None:
+        cold = ids >= num_hot
+        row = torch.full_like(ids, -1)
+        row[cold] = slot.to(ids.device)[ids[cold] - num_hot].long()
+        m_dyn = row >= 0
+        out[m_dyn] = dynamic.index_select(0, row[m_dyn].to(dynamic.device)).to(out.device)
     return out

@@ -29,12 +29,14 @@ import warnings
 import torch
 from torch_geometric.data import Data
 
-from ..cache.allocator import check_budget, plan_cache
+from ..cache.allocator import check_budget, plan_by_degree, plan_cache
 from ..cache.dual import DualCache
+from ..cache.dynamic import DynamicCacheConfig
 from ..cache.profile import AccessProfile, profile_accesses
 from ..graph import CSCGraph
 from ..kernels import gather_rows
 from .sampler import NeighborSampler, check_num_neighbors
+from .timing import StageTimes
 
 # PyG arguments this loader does not implement yet, with the value that means
 # "not used": passing anything else raises NotImplementedError naming it.
@@ -60,6 +62,7 @@ _NO_EFFECT = ("num_workers", "pin_memory", "persistent_workers", "prefetch_facto
               "timeout", "worker_init_fn", "multiprocessing_context", "pin_memory_device",
               "in_order")
 _PLACEMENTS = ("device", "host")
+_CACHE_POLICIES = ("profile", "degree")
 
 
 def _check_kwargs(kwargs: dict) -> None:
@@ -140,6 +143,15 @@ class NeighborLoader:
             (profile now), an ``AccessProfile``, or a file path (loaded when
             it exists, else profiled and saved there).
         profile_epochs: pre-sampling epochs when profiling.
+        cache_policy: ``"profile"`` (default): the dual cache planned from
+            the access profile; ``"degree"``: the common baseline, a feature
+            cache of the nodes that appear in the most neighbour lists, no
+            adjacency cache, no profiling needed.
+        dynamic_cache: a bounded second feature cache for rows the static
+            cache misses, refreshed from recent accesses (GARDEN's ADFC):
+            None/False (off), True (defaults), or a dict of or a
+            ``tritongnn.cache.DynamicCacheConfig``; its share of
+            ``cache_budget`` is ``fraction``.
         **kwargs: other PyG/DataLoader arguments: worker settings warn that
             they have no effect; features not supported yet raise
             ``NotImplementedError`` naming the argument.
@@ -156,7 +168,7 @@ class NeighborLoader:
                  drop_last: bool = False, transform=None, device=None, placement: str = "device",
                  generator: torch.Generator | None = None, seed: int | None = None,
                  prefetch: int = 2, cache_budget=None, cache_profile=None, profile_epochs: int = 3,
-                 **kwargs):
+                 cache_policy: str = "profile", dynamic_cache=None, **kwargs):
         _check_kwargs(dict(kwargs, input_time=input_time))
         if isinstance(data, tuple):
             raise NotImplementedError("data as a (FeatureStore, GraphStore) pair is not supported yet")
@@ -183,6 +195,12 @@ class NeighborLoader:
         if cache_budget is not None and placement != "host":
             raise ValueError(f"cache_budget={cache_budget!r} caches a graph kept in host memory: "
                              f"pass placement='host' with it (placement='device' holds it all on the GPU)")
+        if cache_policy not in _CACHE_POLICIES:
+            raise ValueError(f"cache_policy must be one of {_CACHE_POLICIES}, got {cache_policy!r}")
+        dynamic = DynamicCacheConfig.resolve(dynamic_cache)
+        if dynamic is not None and cache_budget is None:
+            raise ValueError("dynamic_cache takes its share of cache_budget: pass cache_budget "
+                             "(and placement='host') with it")
         self.num_neighbors = check_num_neighbors(num_neighbors)
         num_nodes = data.num_nodes
         self.input_nodes = _check_input_nodes(input_nodes, num_nodes, self.device)
@@ -204,19 +222,34 @@ class NeighborLoader:
             self._seeds = self.input_nodes
         else:
             self.cache = self._build_cache(graph, data.x, replace, cache_budget, cache_profile,
-                                           profile_epochs)
+                                           profile_epochs, cache_policy, dynamic)
             self.graph, self.x = self.cache.graph, self.cache.x
             self._seeds = self.cache.new_id[self.input_nodes]  # internal ids
         self.sampler = NeighborSampler(self.graph, self.num_neighbors, replace, self.device,
                                        return_eid=bool(self._edge_attrs),
                                        **(self.cache.adjacency_tiers if self.cache else {}))
         self.stats_history: list[dict] = []
+        self.times = StageTimes(self.device)
+        self._refresh_bytes = 0  # dynamic cache refresh bytes before this epoch
 
-    def _build_cache(self, graph, x, replace, budget, profile, epochs) -> DualCache:
+    def _build_cache(self, graph, x, replace, budget, profile, epochs, policy, dynamic) -> DualCache:
         """Profile (or load a profile), plan the split, build the dual cache."""
         budget = self._resolve_budget(budget)
         if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
             raise ValueError(f"profile_epochs must be a positive int, got {epochs!r}")
+        if policy == "degree":
+            if profile is not None and not isinstance(profile, AccessProfile):
+                raise TypeError(f"with cache_policy='degree', cache_profile must be None or an "
+                                f"AccessProfile (to report expected hit rates), got {type(profile).__name__}")
+            if x is None:
+                raise ValueError("cache_policy='degree' caches feature rows: data.x is None")
+            row_bytes = x.size(1) * x.element_size()
+            # nodes by the number of neighbour lists they appear in: how often sampling can pick them
+            appearances = torch.bincount(graph.indices.long(), minlength=graph.num_nodes)
+            plan, rows = self._split_dynamic(lambda b: plan_by_degree(profile, appearances, row_bytes, b),
+                                             budget, row_bytes, dynamic, graph.num_nodes)
+            self.cache_profile = profile
+            return DualCache(graph, x, plan, self.device, dynamic, rows, profile)
         if isinstance(profile, (str, os.PathLike)) and os.path.exists(profile):
             profile = AccessProfile.load(profile, graph.num_nodes, self.num_neighbors)
         elif profile is None or isinstance(profile, (str, os.PathLike)):
@@ -241,10 +274,25 @@ class NeighborLoader:
             row_bytes = budget + 1
         else:
             row_bytes = x.size(1) * x.element_size()
-        plan = plan_cache(profile, graph.degree(), row_bytes, budget,
-                          index_bytes=graph.indices.element_size())
+        degree = graph.degree()
+        plan, rows = self._split_dynamic(
+            lambda b: plan_cache(profile, degree, row_bytes, b, index_bytes=graph.indices.element_size()),
+            budget, row_bytes, dynamic if x is not None else None, graph.num_nodes)
         self.cache_profile = profile
-        return DualCache(graph, x, plan, self.device)
+        return DualCache(graph, x, plan, self.device, dynamic, rows, profile)
+
+    @staticmethod
+    def _split_dynamic(plan_for, budget, row_bytes, dynamic, num_nodes):
+        """The static plan and the dynamic cache's rows: the dynamic cache
+        takes ``dynamic.fraction`` of the budget, unless the whole budget
+        already caches every feature row (then it would hold nothing)."""
+        plan = plan_for(budget)
+        if dynamic is None or plan.num_feature == num_nodes:
+            return plan, 0
+        rows = int(budget * dynamic.fraction) // row_bytes
+        if rows == 0:
+            return plan, 0
+        return plan_for(budget - rows * row_bytes), rows
 
     def _resolve_budget(self, budget) -> int:
         if budget == "auto":
@@ -264,15 +312,24 @@ class NeighborLoader:
         return budget
 
     @property
-    def stats(self) -> dict | None:
-        """Cache statistics of the current (or last) epoch: hit rates of the
-        adjacency and feature caches, rows and bytes read from host memory;
-        None without a cache. Completed epochs are in ``stats_history``."""
-        if self.cache is None:
-            return None
+    def stats(self) -> dict:
+        """Statistics of the current (or last) epoch: time in sampling,
+        gathering, the model and waiting (``tritongnn.sampling.timing``);
+        with a cache, its hit rates (adjacency, static and dynamic feature
+        caches) and the bytes read from host memory, dynamic refreshes
+        included (``host_bytes``). Completed epochs are in ``stats_history``."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # counts are written on the prefetch stream
-        return self.cache.stats.as_dict()
+        stats = self.times.as_dict()
+        if self.cache is not None:
+            stats.update(self.cache.stats.as_dict())
+            dynamic = self.cache.dynamic
+            if dynamic is not None:
+                stats.update(dynamic.as_dict())
+                refresh = stats["dynamic_refresh_bytes"] - self._refresh_bytes
+                stats["dynamic_refresh_bytes_this_epoch"] = refresh
+                stats["host_bytes"] += refresh
+        return stats
 
     def _split_attributes(self, data: Data, num_nodes: int) -> None:
         # Node attributes are sliced by n_id, edge attributes by e_id, the rest
@@ -319,18 +376,30 @@ class NeighborLoader:
         return [order[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size, self.batch_size)]
 
     def _make_batch(self, input_id: torch.Tensor) -> Data:
+        times = self.times
+        start = times.mark()
         seeds = self._seeds[input_id]
         out = self.sampler.sample(seeds, self.generator)
+        sampled = times.mark()
         node = out.node  # internal ids: the user's, or hot-first with a cache
         cache = self.cache
+        dynamic = cache.dynamic if cache is not None else None
         n_id = node if cache is None else cache.order[node]
         batch = Data(edge_index=torch.stack([out.row, out.col]), n_id=n_id)
         if self.x is not None:
-            batch.x = gather_rows(self.x, node) if cache is None else \
-                gather_rows(self.x, node, hot=cache.hot_x, num_hot=cache.plan.num_feature)
+            if cache is None:
+                batch.x = gather_rows(self.x, node)
+            elif dynamic is None:
+                batch.x = gather_rows(self.x, node, hot=cache.hot_x, num_hot=cache.plan.num_feature)
+            else:
+                dynamic.before_batch()
+                batch.x = gather_rows(self.x, node, hot=cache.hot_x, num_hot=cache.plan.num_feature,
+                                      dynamic=dynamic.rows, slot=dynamic.slot)
+        times.add_batch(start, sampled, times.mark())
         if cache is not None:
-            cache.stats.record(node, out.num_sampled_nodes, cache.plan.num_feature,
-                               cache.plan.num_adjacency)
+            cache.stats.record(node, out.col, out.num_sampled_nodes, cache.plan.num_feature,
+                               cache.plan.num_adjacency,
+                               dynamic.observe(node) if dynamic is not None else None)
         if self.x is None or self._set_num_nodes:
             batch.num_nodes = n_id.numel()
         for key, value in self._node_attrs.items():
@@ -348,15 +417,20 @@ class NeighborLoader:
         return self.transform(batch) if self.transform is not None else batch
 
     def __iter__(self):
-        if self.cache is not None and self.cache.stats.batches:
+        if self.times.batches:
             self.stats_history.append(self.stats)
-            self.cache.stats.reset()
+            self.times.reset()
+            if self.cache is not None:
+                self.cache.stats.reset()
+                if self.cache.dynamic is not None:
+                    self._refresh_bytes = self.stats_history[-1]["dynamic_refresh_bytes"]
+        if self.cache is not None and self.cache.dynamic is not None:
+            self.cache.dynamic.new_epoch()
         batches = self._epoch_batches()
         if self.device.type != "cuda" or self.prefetch == 0:
-            for input_id in batches:
-                yield self._make_batch(input_id)
+            yield from self.times.consumer(self._make_batch(i) for i in batches)
             return
-        yield from _Prefetcher(self, batches)
+        yield from self.times.consumer(_Prefetcher(self, batches))
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}(num_neighbors={self.num_neighbors}, "

@@ -1,0 +1,82 @@
+"""Where an epoch's time goes: sampling, gathering, the model, waiting.
+
+The loader marks each batch's stages on the stream it works on: with a GPU,
+CUDA events give the GPU time of sampling (with id mapping) and of the
+feature gather; on the CPU, wall time. The training loop's side is wall
+time: ``model`` is how long the loop held each batch before asking for the
+next (its forward, backward and step), ``wait`` how long it waited for a
+batch. With loading hidden behind compute, ``wait`` is near zero and the
+epoch takes ``model`` seconds.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+_FOLD_EVERY = 64  # completed events are summed and dropped this often
+
+
+class StageTimes:
+    """Per-epoch stage times of one loader (``as_dict`` for the numbers)."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.reset()
+
+    def reset(self) -> None:
+        self.batches = 0
+        self.sampling = self.gather = 0.0  # seconds, completed batches
+        self.model = self.wait = 0.0
+        self._marks: list[tuple] = []  # (start, sampled, gathered) per batch not yet summed
+
+    def mark(self):
+        """A point in the current stream's work (an event) or in wall time."""
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def add_batch(self, start, sampled, gathered) -> None:
+        self.batches += 1
+        self._marks.append((start, sampled, gathered))
+        if len(self._marks) >= _FOLD_EVERY:
+            self._fold(wait=False)
+
+    def _fold(self, wait: bool) -> None:
+        keep = []
+        for start, sampled, gathered in self._marks:
+            if self.cuda:
+                if not wait and not gathered.query():
+                    keep.append((start, sampled, gathered))
+                    continue
+                gathered.synchronize()
+                self.sampling += start.elapsed_time(sampled) / 1e3
+                self.gather += sampled.elapsed_time(gathered) / 1e3
+            else:
+                self.sampling += sampled - start
+                self.gather += gathered - sampled
+        self._marks = keep
+
+    def consumer(self, batches):
+        """Yield ``batches``, timing the loop around them (``wait``/``model``)."""
+        iterator = iter(batches)
+        try:
+            tick = time.perf_counter()
+            for batch in iterator:
+                got = time.perf_counter()
+                self.wait += got - tick
+                yield batch
+                tick = time.perf_counter()
+                self.model += tick - got
+        finally:  # a loop that breaks early stops the producer now
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()
+
+    def as_dict(self) -> dict:
+        self._fold(wait=True)
+        return dict(batches=self.batches, sampling_seconds=self.sampling, gather_seconds=self.gather,
+                    model_seconds=self.model, wait_seconds=self.wait,
+                    epoch_seconds=self.model + self.wait)
