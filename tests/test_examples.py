@@ -17,7 +17,8 @@ def test_train_example_runs_and_learns(capsys):
 def test_train_example_with_the_cache(capsys):
     with reference_on_cpu():
         results = train.main(["--dataset", "cora", "--epochs", "2", "--device", "cpu", "--placement", "host",
-                              "--cache-budget", "1000000"])
+                              "--cache-budget", "1000000", "--dynamic-cache"])
     out = capsys.readouterr().out
-    assert "cache plan" in out and "feature hit rate" in out
+    assert "cache plan" in out and "feature hit rate" in out and "dynamic" in out
+    assert "time: sampling" in out
     assert results["Cora"] > 0.5

@@ -82,7 +82,8 @@ def run(name, data, args, device):
           f"device={device}, placement={args.placement}, num_neighbors={args.num_neighbors}")
     common = dict(num_neighbors=args.num_neighbors, device=device, placement=args.placement)
     train_loader = NeighborLoader(data, input_nodes=data.train_mask, batch_size=args.batch_size,
-                                  shuffle=True, seed=args.seed, cache_budget=args.cache_budget, **common)
+                                  shuffle=True, seed=args.seed, cache_budget=args.cache_budget,
+                                  dynamic_cache=args.dynamic_cache, **common)
     if train_loader.cache is not None:
         print(f"{train_loader.cache.plan}; profiled in {train_loader.cache_profile.seconds:.2f} s")
     eval_loaders = {split: NeighborLoader(data, input_nodes=data[f"{split}_mask"], batch_size=1024,
@@ -100,11 +101,15 @@ def run(name, data, args, device):
         acc = {split: accuracy(model, loader, device) for split, loader in eval_loaders.items()}
         print(f"{epoch:5d} {loss:8.4f} {acc['train']:7.4f} {acc['val']:7.4f} {acc['test']:7.4f} "
               f"{seconds:8.2f}", flush=True)
-        if train_loader.stats is not None:
-            stats = train_loader.stats
-            print(f"      cache: feature hit rate {stats['feature_hit_rate']:.3f}, adjacency hit rate "
-                  f"{stats['adjacency_hit_rate']:.3f}, {stats['feature_bytes_from_host'] / 1e6:.1f} MB "
-                  f"of rows from host memory")
+        stats = train_loader.stats
+        print(f"      time: sampling {stats['sampling_seconds']:.2f} s, gather {stats['gather_seconds']:.2f} s "
+              f"(loader stream), model {stats['model_seconds']:.2f} s, waiting for batches "
+              f"{stats['wait_seconds']:.2f} s")
+        if train_loader.cache is not None:
+            print(f"      cache: feature hit rate {stats['feature_hit_rate']:.3f} (static "
+                  f"{stats['static_feature_hit_rate']:.3f}, dynamic {stats['dynamic_feature_hit_rate']:.3f}), "
+                  f"adjacency hit rate {stats['adjacency_hit_rate']:.3f}, {stats['host_bytes'] / 1e6:.1f} MB "
+                  f"read from host memory")
     return acc["test"]
 
 
@@ -128,11 +133,15 @@ def main(argv=None):
     parser.add_argument("--cache-budget", default=None,
                         type=lambda v: v if v == "auto" else int(v),
                         help="with --placement host: GPU bytes (or 'auto') for the dual cache")
+    parser.add_argument("--dynamic-cache", action="store_true",
+                        help="with --cache-budget: give a share of it to the dynamic (EWMA) feature cache")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if args.cache_budget is not None and args.placement != "host":
         parser.error("--cache-budget caches a graph kept in host memory: add --placement host")
+    if args.dynamic_cache and args.cache_budget is None:
+        parser.error("--dynamic-cache takes a share of --cache-budget: add --cache-budget")
 
     results = {}
     if args.dataset in ("cora", "both"):

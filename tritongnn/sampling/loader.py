@@ -375,12 +375,28 @@ class NeighborLoader:
         order = order.to(self.device)
         return [order[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size, self.batch_size)]
 
-    def _make_batch(self, input_id: torch.Tensor) -> Data:
+    def _make_batch(self, input_id: torch.Tensor, gather_stream=None) -> Data:
+        """Sample, then gather and assemble the batch. With ``gather_stream``
+        (the prefetcher's), everything after sampling runs there: the next
+        batch's sampling, on the current stream, overlaps this batch's
+        gather (both wait mostly on UVA reads, neither fills PCIe)."""
         times = self.times
         start = times.mark()
         seeds = self._seeds[input_id]
         out = self.sampler.sample(seeds, self.generator)
         sampled = times.mark()
+        if gather_stream is None:
+            return self._assemble(input_id, out, start, sampled)
+        gather_stream.wait_stream(torch.cuda.current_stream(self.device))
+        for t in (input_id, out.node, out.row, out.col, out.edge):
+            if t is not None:
+                t.record_stream(gather_stream)  # made on this stream, read on that one
+        with torch.cuda.stream(gather_stream):
+            return self._assemble(input_id, out, start, sampled)
+
+    def _assemble(self, input_id, out, start, sampled) -> Data:
+        times = self.times
+        gather_start = times.mark()
         node = out.node  # internal ids: the user's, or hot-first with a cache
         cache = self.cache
         dynamic = cache.dynamic if cache is not None else None
@@ -395,7 +411,7 @@ class NeighborLoader:
                 dynamic.before_batch()
                 batch.x = gather_rows(self.x, node, hot=cache.hot_x, num_hot=cache.plan.num_feature,
                                       dynamic=dynamic.rows, slot=dynamic.slot)
-        times.add_batch(start, sampled, times.mark())
+        times.add_batch(start, sampled, gather_start, times.mark())
         if cache is not None:
             cache.stats.record(node, out.col, out.num_sampled_nodes, cache.plan.num_feature,
                                cache.plan.num_adjacency,
@@ -454,7 +470,8 @@ class _Prefetcher:
         self.loader, self.batches = loader, batches
         self.queue = queue.Queue(maxsize=loader.prefetch)
         self.stop = threading.Event()
-        self.stream = torch.cuda.Stream(loader.device)
+        self.stream = torch.cuda.Stream(loader.device)  # sampling
+        self.gather_stream = torch.cuda.Stream(loader.device)  # gather and assembly
         self.consumer = torch.cuda.current_stream(loader.device)
         self.thread = threading.Thread(target=self._produce, daemon=True)
         self.thread.start()
@@ -479,9 +496,9 @@ class _Prefetcher:
                 for input_id in self.batches:
                     if self.stop.is_set():
                         return
-                    batch = self.loader._make_batch(input_id)
+                    batch = self.loader._make_batch(input_id, self.gather_stream)
                     ready = torch.cuda.Event()
-                    ready.record(self.stream)
+                    ready.record(self.gather_stream)  # after the sampling it waited for
                     if not self._put((batch, ready)):
                         return
         except BaseException as error:  # handed to the consumer, raised there

@@ -1,8 +1,11 @@
 """Where an epoch's time goes: sampling, gathering, the model, waiting.
 
-The loader marks each batch's stages on the stream it works on: with a GPU,
-CUDA events give the GPU time of sampling (with id mapping) and of the
-feature gather; on the CPU, wall time. The training loop's side is wall
+The loader marks each batch's stages on the streams they run on: with a
+GPU, CUDA events give the time from a stage's first launch to its last
+kernel's end (sampling with id mapping; the feature gather, which waits for
+the sampling). With stages overlapping each other and the model, these are
+spans, not exclusive costs: ``wait`` says whether loading was hidden. On the
+CPU, wall time. The training loop's side is wall
 time: ``model`` is how long the loop held each batch before asking for the
 next (its forward, backward and step), ``wait`` how long it waited for a
 batch. With loading hidden behind compute, ``wait`` is near zero and the
@@ -28,7 +31,7 @@ class StageTimes:
         self.batches = 0
         self.sampling = self.gather = 0.0  # seconds, completed batches
         self.model = self.wait = 0.0
-        self._marks: list[tuple] = []  # (start, sampled, gathered) per batch not yet summed
+        self._marks: list[tuple] = []  # (start, sampled, gather start, gathered) per batch not yet summed
 
     def mark(self):
         """A point in the current stream's work (an event) or in wall time."""
@@ -38,25 +41,29 @@ class StageTimes:
             return event
         return time.perf_counter()
 
-    def add_batch(self, start, sampled, gathered) -> None:
+    def add_batch(self, start, sampled, gather_start, gathered) -> None:
+        """Marks of one batch: sampling ran from ``start`` to ``sampled``,
+        the gather from ``gather_start`` to ``gathered`` (another stream's
+        marks when the two overlap)."""
         self.batches += 1
-        self._marks.append((start, sampled, gathered))
+        self._marks.append((start, sampled, gather_start, gathered))
         if len(self._marks) >= _FOLD_EVERY:
             self._fold(wait=False)
 
     def _fold(self, wait: bool) -> None:
         keep = []
-        for start, sampled, gathered in self._marks:
+        for marks in self._marks:
+            start, sampled, gather_start, gathered = marks
             if self.cuda:
                 if not wait and not gathered.query():
-                    keep.append((start, sampled, gathered))
+                    keep.append(marks)
                     continue
                 gathered.synchronize()
                 self.sampling += start.elapsed_time(sampled) / 1e3
-                self.gather += sampled.elapsed_time(gathered) / 1e3
+                self.gather += gather_start.elapsed_time(gathered) / 1e3
             else:
                 self.sampling += sampled - start
-                self.gather += gathered - sampled
+                self.gather += gathered - gather_start
         self._marks = keep
 
     def consumer(self, batches):
