@@ -149,6 +149,8 @@ def main():
     parser.add_argument("--time-limit", type=float, default=540, help="seconds: skip the sweep past this")
     parser.add_argument("--out", default=None, help="append the record to this JSON file")
     parser.add_argument("--csv", default=None, help="write the budget sweep here")
+    parser.add_argument("--skip-full", action="store_true",
+                        help="skip the everything-cached and all-in-GPU-memory configurations")
     parser.add_argument("--commit", default=None)
     parser.add_argument("--device", default="cuda", help="cpu: a smoke test of the script only")
     args = parser.parse_args()
@@ -224,8 +226,9 @@ def main():
             dynamic_cache=dynamic)
         run(f"(ii) degree {budget:g} GB", "degree", placement="host", cache_budget=b, cache_policy="degree")
     run("(i) no cache (UVA)", "none", placement="host")
-    run("(iii) dual, budget holds all", "dual", placement="host", cache_budget=int(2 * feature_gb * GB))
-    run("all in GPU memory", "device", placement="device")
+    if not args.skip_full:
+        run("(iii) dual, budget holds all", "dual", placement="host", cache_budget=int(2 * feature_gb * GB))
+        run("all in GPU memory", "device", placement="device")
     if args.uniform_check and args.train_classes and time.perf_counter() - t0 < args.time_limit:
         data.train_mask = uniform_mask
         profile = None

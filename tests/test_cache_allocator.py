@@ -60,6 +60,17 @@ def test_small_budget_caches_hot_short_lists():
     assert (plan.num_feature, plan.num_adjacency) == (0, 1)
 
 
+def test_hub_lists_do_not_block_the_adjacency_cache():
+    # the hottest node is a hub (1000 neighbours, 15 picks a read): its list
+    # saves little per byte; the short hot list of node 1 is cached instead,
+    # and the rows cached are still those of the two hottest nodes
+    p = profile_of([10.0, 9.0, 8.0, 7.0], [10, 10, 10, 0], inputs=[5, 5, 5, 5])
+    p.num_neighbors = [15]
+    plan = plan_cache(p, torch.tensor([1000, 2, 2, 2]), row_bytes=512, budget=2 * 512 + 16, chunks=4)
+    assert plan.num_feature == 2 and set(plan.order[:2].tolist()) == {0, 1}
+    assert plan.num_adjacency == 1 and plan.order[0] == 1 and plan.adjacency_bytes == 8
+
+
 @given(st.data())
 def test_greedy_is_near_optimal_when_utility_falls_along_the_order(data):
     # Equal degrees and accesses falling along the hot-first order: greedy by

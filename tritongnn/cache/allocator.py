@@ -1,25 +1,32 @@
 """Budget allocator: one GPU byte budget split between the adjacency cache
 and the feature cache (GARDEN's AHFCA, DUCATI's dual cache).
 
-Nodes are renamed hot-first (``CSCGraph.relabel``) by their profiled eq. (4)
-feature weight, so both caches are prefixes of one order: the feature rows of
-new ids ``< F`` and the neighbour lists of new ids ``< A`` live in GPU memory,
-and "cached?" is one comparison in the kernels. The split is greedy by
-marginal utility per byte: both prefixes grow in chunks of nodes, and the
-next chunk taken is the one, of the two, that saves the most host bytes per
-GPU byte it costs, until the budget is spent or no chunk with accesses fits.
-A cached row costs ``row_bytes`` and saves them (sector-rounded) at every
-profiled gather of the row; a cached list costs ``degree * index_bytes`` and
-saves, at every profiled read, what sampling moves from a host list: its
-indptr pair and, per pick, one 32-byte sector (picks are random positions),
-or the whole list, sector-rounded, when the fanout takes every neighbour.
-Counting a list read like a row gather would price a 15-pick read of a hub's
-100 KB list like a 512-byte row and leave the adjacency cache empty at small
-budgets (measured: 0 lists cached at 8 GB of a 30 GB graph, sampling all
-through UVA).
-With accesses per byte falling along each prefix, that is the best split the
-profile can tell. Budget left when no profiled access remains goes to the
-unprofiled rest (features first), so a budget that holds everything caches
+Nodes are renamed once so that both caches are prefixes of one order: the
+feature rows of new ids ``< F`` and the neighbour lists of new ids ``< A``
+live in GPU memory, and "cached?" is one comparison in the kernels.
+
+The split is greedy by marginal utility per byte, in two passes.
+
+1. How much each cache gets: rows stream in hot-first order (descending
+   profiled eq. (4) feature weight), lists in descending list utility; both
+   grow in chunks of nodes, and the next chunk taken is the one, of the two,
+   that saves the most host bytes per GPU byte it costs, until the budget is
+   spent or no chunk with accesses fits. A cached row costs ``row_bytes`` and
+   saves them (sector-rounded) at every profiled gather of the row; a cached
+   list costs ``degree * index_bytes`` and saves, at every profiled read, what
+   sampling moves from a host list: its indptr pair and, per pick, one
+   32-byte sector (picks are random positions), or the whole list,
+   sector-rounded, when the fanout takes every neighbour.
+2. One order for both: the F hottest nodes (whose rows are cached, in any
+   order among themselves), then the rest, each part by list utility; the
+   adjacency cache is the longest prefix of it that pass 1's bytes pay for.
+
+Why both: the head of the hot-first order is hubs, whose lists cost hundreds
+of KB yet move some 15 sectors per read; an adjacency prefix of the
+feature order (and counting a list read like a row gather) left the
+adjacency cache empty at 8 GB of a 30 GB graph, sampling all through UVA
+(bench/results). Budget left when no profiled access remains goes to the
+unprofiled rest (rows first), so a budget that holds everything caches
 everything.
 """
 from __future__ import annotations
@@ -133,19 +140,54 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     for name, value in (("row_bytes", row_bytes), ("index_bytes", index_bytes), ("chunks", chunks)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
-    order = hot_first_order(profile).cpu()
-    degree = degree.cpu()[order].to(torch.int64)
+    hot = hot_first_order(profile).cpu()  # the feature order, eq. (4)
+    degree = degree.cpu()[hot].to(torch.int64)
     # host bytes each node's cached row / list would have saved when profiled
-    feature = profile.inputs.cpu()[order].double() * _sectors(row_bytes)
-    adjacency = profile.adjacency.cpu()[order].double() * \
+    row_gain = profile.inputs.cpu()[hot].double() * _sectors(row_bytes)
+    list_gain = profile.adjacency.cpu()[hot].double() * \
         list_read_bytes(degree, profile.num_neighbors, index_bytes)
     list_bytes = degree * index_bytes
+    list_utility = torch.where(list_bytes > 0, list_gain / list_bytes.clamp(min=1).double(),
+                               torch.where(list_gain > 0, float("inf"), 0.0))
+    # Pass 1: how many bytes each cache deserves. Rows stream in the feature
+    # order, lists by their own utility (the feature order's head is hubs,
+    # whose lists cost the most per byte saved).
+    by_list = torch.argsort(list_utility, descending=True, stable=True)
+    num_feature, adjacency_budget, left = _greedy_split(
+        {"feature": (row_gain, torch.full((num_nodes,), row_bytes, dtype=torch.int64)),
+         "adjacency": (list_gain[by_list], list_bytes[by_list])}, budget, chunks)
+    # Pass 2: one order for both caches. Any order of the F cached rows keeps
+    # the feature cache; ordering them, then the rest, by list utility makes
+    # the adjacency prefix the best lists the budget split allows.
+    cached = torch.arange(num_nodes) < num_feature
+    key = torch.argsort(list_utility, descending=True, stable=True)
+    final = key[torch.argsort((~cached[key]).to(torch.int8), stable=True)]
+    cum_lists = torch.cat([torch.zeros(1, dtype=torch.int64), list_bytes[final].cumsum(0)])
+    num_adjacency = int(torch.searchsorted(cum_lists, adjacency_budget + left, right=True)) - 1
+    left += adjacency_budget - int(cum_lists[num_adjacency])
+    # Budget left once no profiled access remains: the unprofiled rest too (a
+    # node the profile never met may still be drawn), rows first.
+    more_rows = min(num_nodes - num_feature, left // row_bytes)
+    num_feature, left = num_feature + more_rows, left - more_rows * row_bytes
+    num_adjacency = int(torch.searchsorted(cum_lists, int(cum_lists[num_adjacency]) + left,
+                                           right=True)) - 1
+    order = hot[final]
+    return CachePlan(order=order, num_adjacency=num_adjacency, num_feature=num_feature,
+                     adjacency_bytes=int(cum_lists[num_adjacency]),
+                     feature_bytes=num_feature * row_bytes, budget=budget,
+                     adjacency_hit_rate=_shares(profile.adjacency.cpu()[order], num_adjacency),
+                     feature_hit_rate=_shares(profile.inputs.cpu()[order], num_feature))
+
+
+def _greedy_split(streams: dict, budget: int, chunks: int) -> tuple[int, int, int]:
+    """Greedy by gain per byte over two streams of ``(gain, bytes)`` per
+    item, each taken as a prefix in chunks. Returns the feature prefix
+    length, the adjacency prefix's bytes and the bytes left."""
+    num_nodes = streams["feature"][0].numel()
     zero = torch.zeros(1, dtype=torch.float64)
-    # cumulative accesses and bytes of each prefix, indexed by its length
-    cum = {"feature": (torch.cat([zero, feature.cumsum(0)]),
-                       torch.arange(num_nodes + 1, dtype=torch.int64) * row_bytes),
-           "adjacency": (torch.cat([zero, adjacency.cumsum(0)]),
-                         torch.cat([zero.long(), list_bytes.cumsum(0)]))}
+    # cumulative gain and bytes of each prefix, indexed by its length
+    cum = {name: (torch.cat([zero, gain.cumsum(0)]), torch.cat([zero.long(), nbytes.cumsum(0)]))
+           for name, (gain, nbytes) in streams.items()}
     bounds = torch.unique(torch.linspace(0, num_nodes, chunks + 1).round().long()).tolist()
     taken = {"feature": 0, "adjacency": 0}  # prefix lengths
     chunk = {"feature": 0, "adjacency": 0}  # next chunk of each stream
@@ -153,9 +195,9 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     left = budget
 
     def next_chunk(name):
-        accesses, nbytes = cum[name]
+        gains, nbytes = cum[name]
         lo, hi = bounds[chunk[name]], bounds[chunk[name] + 1]
-        return float(accesses[hi] - accesses[lo]), int(nbytes[hi] - nbytes[lo]), hi
+        return float(gains[hi] - gains[lo]), int(nbytes[hi] - nbytes[lo]), hi
 
     while not all(done.values()):
         best, best_utility = None, -1.0
@@ -163,8 +205,8 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
             if done[name]:
                 continue
             gain, cost, _ = next_chunk(name)
-            accesses = cum[name][0]
-            if float(accesses[-1] - accesses[taken[name]]) <= 0:  # no access further along
+            gains = cum[name][0]
+            if float(gains[-1] - gains[taken[name]]) <= 0:  # no access further along
                 done[name] = True
                 continue
             utility = float("inf") if cost == 0 else gain / cost
@@ -183,19 +225,7 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
             left -= int(nbytes[fits] - nbytes[taken[best]])
             taken[best] = fits
             done[best] = True
-    # Budget left once no profiled access remains: take the unprofiled rest
-    # too (a node the profile never met may still be drawn), features first.
-    for name in ("feature", "adjacency"):
-        nbytes = cum[name][1]
-        fits = int(torch.searchsorted(nbytes, nbytes[taken[name]] + left, right=True)) - 1
-        left -= int(nbytes[fits] - nbytes[taken[name]])
-        taken[name] = fits
-    num_feature, num_adjacency = taken["feature"], taken["adjacency"]
-    return CachePlan(order=order, num_adjacency=num_adjacency, num_feature=num_feature,
-                     adjacency_bytes=int(cum["adjacency"][1][num_adjacency]),
-                     feature_bytes=num_feature * row_bytes, budget=budget,
-                     adjacency_hit_rate=_shares(profile.adjacency.cpu()[order], num_adjacency),
-                     feature_hit_rate=_shares(profile.inputs.cpu()[order], num_feature))
+    return taken["feature"], int(cum["adjacency"][1][taken["adjacency"]]), left
 
 
 def plan_by_degree(profile: AccessProfile | None, degree: torch.Tensor, row_bytes: int,
