@@ -27,7 +27,7 @@ def test_everything_fits_and_nothing_fits():
     full = plan_cache(p, degree, row_bytes=16, budget=10**6)
     assert (full.num_feature, full.num_adjacency) == (3, 3)
     assert full.feature_hit_rate == full.adjacency_hit_rate == 1.0
-    assert full.feature_bytes == 48 and full.adjacency_bytes == 8 * 4
+    assert full.feature_bytes == 48 and full.adjacency_bytes == 8 * 4 + 3 * 8  # lists and indptr entries
     empty = plan_cache(p, degree, row_bytes=16, budget=0)
     assert (empty.num_feature, empty.num_adjacency, empty.feature_hit_rate) == (0, 0, 0.0)
 
@@ -39,9 +39,9 @@ def test_leftover_budget_takes_the_unprofiled_nodes():
     degree = torch.tensor([2, 5, 1])
     full = plan_cache(p, degree, row_bytes=16, budget=10**6)
     assert (full.num_feature, full.num_adjacency) == (3, 3)
-    some = plan_cache(p, degree, row_bytes=16, budget=16 + 8 + 16)  # row 0, list 0, one more row
+    some = plan_cache(p, degree, row_bytes=16, budget=16 + 16 + 16)  # row 0, list 0, one more row
     assert (some.num_feature, some.num_adjacency) == (2, 1)
-    assert some.feature_bytes + some.adjacency_bytes <= 40
+    assert some.feature_bytes + some.adjacency_bytes <= 48
 
 
 def test_list_read_bytes_prices_picks_by_sector():
@@ -56,7 +56,7 @@ def test_small_budget_caches_hot_short_lists():
     # a list read often and short saves more per byte than a rarely read row
     p = profile_of([9.0, 8.0, 1.0], [100, 0, 0], inputs=[1, 1, 1])
     p.num_neighbors = [15]
-    plan = plan_cache(p, torch.tensor([10, 10, 10]), row_bytes=512, budget=40, chunks=3)
+    plan = plan_cache(p, torch.tensor([10, 10, 10]), row_bytes=512, budget=48, chunks=3)
     assert (plan.num_feature, plan.num_adjacency) == (0, 1)
 
 
@@ -66,9 +66,9 @@ def test_hub_lists_do_not_block_the_adjacency_cache():
     # and the rows cached are still those of the two hottest nodes
     p = profile_of([10.0, 9.0, 8.0, 7.0], [10, 10, 10, 0], inputs=[5, 5, 5, 5])
     p.num_neighbors = [15]
-    plan = plan_cache(p, torch.tensor([1000, 2, 2, 2]), row_bytes=512, budget=2 * 512 + 16, chunks=4)
+    plan = plan_cache(p, torch.tensor([1000, 2, 2, 2]), row_bytes=512, budget=2 * 512 + 32, chunks=4)
     assert plan.num_feature == 2 and set(plan.order[:2].tolist()) == {0, 1}
-    assert plan.num_adjacency == 1 and plan.order[0] == 1 and plan.adjacency_bytes == 8
+    assert plan.num_adjacency == 1 and plan.order[0] == 1 and plan.adjacency_bytes == 16
 
 
 @given(st.data())
@@ -85,7 +85,7 @@ def test_greedy_is_near_optimal_when_utility_falls_along_the_order(data):
     budget = data.draw(st.integers(0, 400))
     plan = plan_cache(p, degree, row_bytes, budget, chunks=n)
     order = plan.order
-    list_bytes = int(degree[0]) * 4
+    list_bytes = int(degree[0]) * 4 + 8
     # the utilities the allocator maximises: host bytes saved when profiled
     f = p.inputs[order].double() * (-(-row_bytes // 32) * 32)
     a = p.adjacency[order].double() * list_read_bytes(degree, [], 4)
@@ -112,7 +112,7 @@ def test_plan_stays_within_budget(n, budget, chunks, seed):
     plan = plan_cache(p, degree, row_bytes=64, budget=budget, chunks=chunks)
     assert plan.feature_bytes + plan.adjacency_bytes <= budget
     assert plan.feature_bytes == plan.num_feature * 64
-    assert plan.adjacency_bytes == int(degree[plan.order[:plan.num_adjacency]].sum()) * 4
+    assert plan.adjacency_bytes == int(degree[plan.order[:plan.num_adjacency]].sum()) * 4 + 8 * plan.num_adjacency
     assert sorted(plan.order.tolist()) == list(range(n))
     assert 0.0 <= plan.feature_hit_rate <= 1.0 and 0.0 <= plan.adjacency_hit_rate <= 1.0
 

@@ -42,14 +42,14 @@ def test_cached_batches_equal_uncached(device, budget_rows):
         assert stats["feature_bytes_from_host"] == stats["feature_rows"] * row_bytes(data)
     elif budget_rows == 10**6:
         assert stats["feature_hit_rate"] == 1.0 and plan.num_feature == data.num_nodes
-    else:
-        assert 0.0 < stats["feature_hit_rate"] < 1.0
+    else:  # part of it cached, rows or lists as the split found best
+        assert 0.0 < stats["feature_hit_rate"] + stats["adjacency_hit_rate"] < 2.0
         assert plan.feature_bytes + plan.adjacency_bytes <= budget_rows * row_bytes(data)
 
 
 def test_hot_first_cache_beats_its_share(device):
     # With room for 10% of the rows, the profiled cache serves far more than
-    # 10% of the gathers when the sampled neighbours are skewed (sources drawn
+    # its share of the gathers when the sampled neighbours are skewed (sources drawn
     # as rand()**3, as power-law graphs have hubs), and about the share its
     # plan expected from the profile.
     data = random_data(num_nodes=3000, num_edges=30_000)
@@ -58,8 +58,8 @@ def test_hot_first_cache_beats_its_share(device):
     loader, batches = epoch(data, device=device, num_neighbors=[3, 2], batch_size=64, placement="host",
                             profile_epochs=2, cache_budget=300 * row_bytes(data))
     plan = loader.cache.plan
-    assert plan.num_feature <= 300
-    assert loader.stats["feature_hit_rate"] > 0.25
+    assert plan.num_feature <= 300  # (some of the budget may go to lists)
+    assert loader.stats["feature_hit_rate"] > max(0.2, 2 * plan.num_feature / data.num_nodes)
     assert abs(loader.stats["feature_hit_rate"] - plan.feature_hit_rate) < 0.1
 
 

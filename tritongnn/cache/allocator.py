@@ -13,7 +13,7 @@ The split is greedy by marginal utility per byte, in two passes.
    that saves the most host bytes per GPU byte it costs, until the budget is
    spent or no chunk with accesses fits. A cached row costs ``row_bytes`` and
    saves them (sector-rounded) at every profiled gather of the row; a cached
-   list costs ``degree * index_bytes`` and saves, at every profiled read, what
+   list costs ``degree * index_bytes`` plus its indptr entry and saves, at every profiled read, what
    sampling moves from a host list: its indptr pair and, per pick, one
    32-byte sector (picks are random positions), or the whole list,
    sector-rounded, when the fanout takes every neighbour.
@@ -119,7 +119,7 @@ def list_read_bytes(degree: torch.Tensor, num_neighbors, index_bytes: int = 4,
 
 
 def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, budget: int,
-               index_bytes: int = 4, chunks: int = 4096) -> CachePlan:
+               index_bytes: int = 4, chunks: int = 4096, indptr_bytes: int = 8) -> CachePlan:
     """Split ``budget`` bytes between the two caches (module docstring).
 
     Args:
@@ -128,6 +128,8 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
         row_bytes: bytes of one feature row.
         budget: GPU bytes for both caches.
         index_bytes: bytes of one neighbour id (4 for int32 indices).
+        indptr_bytes: bytes of one indptr entry: a cached list also costs
+            its entry of the GPU ``hot_indptr``.
         chunks: granularity of the greedy split, in chunks of ``N / chunks`` nodes.
 
     Returns:
@@ -145,10 +147,9 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     # host bytes each node's cached row / list would have saved when profiled
     row_gain = profile.inputs.cpu()[hot].double() * _sectors(row_bytes)
     list_gain = profile.adjacency.cpu()[hot].double() * \
-        list_read_bytes(degree, profile.num_neighbors, index_bytes)
-    list_bytes = degree * index_bytes
-    list_utility = torch.where(list_bytes > 0, list_gain / list_bytes.clamp(min=1).double(),
-                               torch.where(list_gain > 0, float("inf"), 0.0))
+        list_read_bytes(degree, profile.num_neighbors, index_bytes, indptr_bytes)
+    list_bytes = degree * index_bytes + indptr_bytes
+    list_utility = list_gain / list_bytes.double()
     # Pass 1: how many bytes each cache deserves. Rows stream in the feature
     # order, lists by their own utility (the feature order's head is hubs,
     # whose lists cost the most per byte saved).
