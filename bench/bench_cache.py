@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import gc
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -45,6 +43,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tritongnn import NeighborLoader  # noqa: E402
 from tritongnn.cache import DynamicCacheConfig  # noqa: E402
 from tritongnn.datasets import chung_lu  # noqa: E402
+from _record import append_record, new_record  # noqa: E402
 
 GB = 10**9
 
@@ -272,17 +271,11 @@ def main():
     ratios["full budget / all in GPU, load-only"] = ratio("(iii) dual, budget holds all", "all in GPU memory",
                                                           "load_epoch_seconds")
 
-    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                           text=True, cwd=os.path.dirname(__file__)).stdout.strip()
-    record = dict(benchmark="cache", gpu=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                  date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  commit=commit, torch=torch.__version__, settings=settings, rows=rows, ratios=ratios,
-                  seconds=time.perf_counter() - t0)
     for r in rows:
         r.pop("_profile", None)
-    if args.out:
-        with open(args.out, "a") as f:
-            f.write(json.dumps(record) + "\n")
+    record = new_record("cache", device, args.commit, settings=settings, rows=rows, ratios=ratios,
+                        seconds=time.perf_counter() - t0)
+    append_record(args.out, record)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.writer(f)
@@ -297,7 +290,7 @@ def main():
                             s.get("feature_hit_rate", 0.0), s.get("static_feature_hit_rate", 0.0),
                             s.get("dynamic_feature_hit_rate", 0.0), s.get("adjacency_hit_rate", 0.0),
                             s.get("host_bytes", float("nan")) / GB, r["epoch_seconds"], r["load_epoch_seconds"]])
-    print(f"\n{record['gpu']}  commit {commit}  {record['date']}  {record['seconds']:.0f} s")
+    print(f"\n{record['gpu']}  commit {record['commit']}  {record['date']}  {record['seconds']:.0f} s")
     for r in rows:
         print(summary_line(r))
     for k, v in ratios.items():

@@ -24,11 +24,9 @@ Usage (GPU machine)::
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -39,6 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tritongnn import CSCGraph, NeighborLoader  # noqa: E402
 from tritongnn.datasets import rmat  # noqa: E402
 from tritongnn.kernels import gather_rows  # noqa: E402
+from _record import append_record, new_record  # noqa: E402
 
 CEILINGS = "DESIGN.md ceilings (H200): HBM copy 4.2 TB/s, pinned host->device 55 GB/s, " \
            "naive Triton UVA gather 17 GB/s random / 54 sorted"
@@ -296,17 +295,10 @@ def main():
         bench_pyg(data, args, device, rows, model_fn)
 
     ratios = summary(rows)
-    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=os.path.dirname(__file__)).stdout.strip()
-    record = dict(benchmark="loader", gpu=torch.cuda.get_device_name(device),
-                  date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  commit=commit, torch=torch.__version__, settings=settings, rows=rows, ratios=ratios,
-                  ceilings=CEILINGS)
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "a") as f:
-            f.write(json.dumps(record) + "\n")
-    print(f"\n{record['gpu']}  commit {commit}  {record['date']}")
+    record = new_record("loader", device, args.commit, settings=settings, rows=rows, ratios=ratios,
+                        ceilings=CEILINGS)
+    append_record(args.out, record)
+    print(f"\n{record['gpu']}  commit {record['commit']}  {record['date']}")
     print(f"{'kind':5s} {'name':50s} {'value':>10s}  unit")
     for r in rows:
         print(format_row(r))

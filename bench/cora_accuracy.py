@@ -11,11 +11,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
 import statistics
-import subprocess
 import sys
 
 import torch
@@ -25,6 +22,7 @@ from torch_geometric.nn import GraphSAGE
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tritongnn import NeighborLoader  # noqa: E402
 from tritongnn.datasets import cora  # noqa: E402
+from _record import append_record, new_record  # noqa: E402
 
 
 def run(loader_cls, data, seed, args, device):
@@ -72,18 +70,14 @@ def main():
             results[name] = [run(cls, data, seed, args, device) for seed in range(args.seeds)]
         except ImportError as error:  # PyG without torch-sparse / pyg-lib
             print(f"{name}: skipped ({error})")
-    record = dict(benchmark="cora_accuracy", device=str(device),
-                  gpu=torch.cuda.get_device_name() if device.type == "cuda" else None,
-                  date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  commit=args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                        text=True, cwd=os.path.dirname(__file__)).stdout.strip(),
-                  settings=vars(args) | dict(model="GraphSAGE 1433-64-7, dropout 0.5, Adam lr 0.01 wd 5e-4"),
-                  accuracy=results)
-    if args.out:
-        with open(args.out, "a") as f:
-            f.write(json.dumps(record) + "\n")
+    record = new_record("cora_accuracy", device, args.commit, device_kind=str(device),
+                        settings=vars(args) | dict(model="GraphSAGE 1433-64-7, dropout 0.5, Adam lr 0.01 "
+                                                         "wd 5e-4"),
+                        accuracy=results)
+    append_record(args.out, record)
     for name, accs in results.items():
-        print(f"{name:10s} test accuracy {statistics.mean(accs):.4f} +- {statistics.stdev(accs):.4f} "
+        print(f"{name:10s} test accuracy {statistics.mean(accs):.4f} +- "
+              f"{statistics.stdev(accs) if len(accs) > 1 else float('nan'):.4f} "
               f"over {len(accs)} seeds: {[round(a, 3) for a in accs]}")
     if len(results) == 2:
         gap = statistics.mean(results["tritongnn"]) - statistics.mean(results["PyG"])

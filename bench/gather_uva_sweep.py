@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import datetime
 import glob
-import json
 import mmap
 import os
-import subprocess
 import sys
 
 import torch
@@ -33,6 +30,7 @@ from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tritongnn.kernels.gather import _gather_kernel  # noqa: E402
+from _record import append_record, new_record  # noqa: E402
 
 N, D = 1 << 24, 128
 
@@ -113,16 +111,11 @@ def main():
                 rows.append(dict(memory=kind, ids=n, spacing_rows=spacing, grid=sms // 2, block_rows=32,
                                  num_warps=4, gbs=rate(table, spaced, x_gpu, sms // 2)))
                 print(rows[-1], flush=True)
-    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                           text=True, cwd=os.path.dirname(__file__)).stdout.strip()
-    record = dict(benchmark="gather_uva_sweep", gpu=torch.cuda.get_device_name(), commit=commit,
-                  date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  settings=f"{N} x {D} float32 table in pinned host memory, sorted ids, argsort included",
-                  rows=rows)
-    if args.out:
-        with open(args.out, "a") as f:
-            f.write(json.dumps(record) + "\n")
-    print(f"\n{record['gpu']}  commit {commit}  {record['date']}")
+    record = new_record("gather_uva_sweep", torch.device("cuda"), args.commit,
+                        settings=f"{N} x {D} float32 table in pinned host memory, sorted ids, argsort included",
+                        rows=rows)
+    append_record(args.out, record)
+    print(f"\n{record['gpu']}  commit {record['commit']}  {record['date']}")
     print(f"{'memory':32s} {'ids':>8s} {'spacing':>8s} {'grid':>11s} {'rows':>5s} {'warps':>5s} {'GB/s':>7s}")
     best = {}
     for r in rows:
