@@ -12,9 +12,10 @@ Where PyG samples on the CPU in worker processes and copies each batch to the
 GPU, this loader samples, maps ids and gathers features on the GPU, reading
 topology and features from GPU memory (``placement="device"``) or straight
 from pinned host memory (``placement="host"``, UVA) for graphs larger than
-the GPU. A producer thread prepares the next batches on a side CUDA stream
-while the model runs on the current one; the batch handed over is ordered
-after that stream's work.
+the GPU. A producer thread prepares the next batches on side CUDA streams
+while the model runs on the current one (sampling on one, the gather and
+assembly on another, so one batch's gather overlaps the next one's
+sampling); the batch handed over is ordered after their work.
 
 With no GPU the same loader runs on the CPU, through the pure-torch
 references of the kernels.
