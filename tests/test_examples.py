@@ -1,4 +1,8 @@
 """The README's first command: the example training run works end to end."""
+import os
+import subprocess
+import sys
+
 from tritongnn.examples import train
 from tritongnn.kernels._launch import reference_on_cpu
 
@@ -22,3 +26,19 @@ def test_train_example_with_the_cache(capsys):
     assert "cache plan" in out and "feature hit rate" in out and "dynamic" in out
     assert "time: sampling" in out
     assert results["Cora"] > 0.5
+
+
+def test_train_example_under_torchrun_with_gloo(tmp_path):
+    # the same script, two processes, no GPU: gloo, DDP, seeds sharded by
+    # rank (140 Cora seeds, batch 32: 3 batches per rank), rank 0 prints
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # the reference path on CPU
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                          "-m", "tritongnn.examples.train", "--dataset", "cora", "--epochs", "3",
+                          "--device", "cpu"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = run.stdout
+    assert "data parallel: 2 ranks (gloo), 3 batches per rank per epoch" in out
+    assert out.count("final test accuracy") == 1
+    accuracy = float(out.rsplit("Cora", 1)[1])
+    assert accuracy > 0.6

@@ -14,14 +14,22 @@ Usage::
     tritongnn-train --dataset synthetic --nodes 1000000 --edges 20000000
     tritongnn-train --placement host                 # graph and features in pinned host memory (UVA)
     tritongnn-train --placement host --cache-budget 200000000   # ... with a 200 MB GPU cache
+    torchrun --nproc-per-node 2 -m tritongnn.examples.train     # data parallel, one process per GPU
+
+Under ``torchrun`` the script initialises ``torch.distributed`` (NCCL on
+GPUs, one per process; gloo without), wraps the model in
+``DistributedDataParallel``, and every loader shards its seeds by rank; the
+accuracies are summed over the ranks, and rank 0 prints.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch_geometric.nn import GraphSAGE
 
@@ -46,10 +54,31 @@ def progress(iterable, total: int, prefix: str, stream=None):
             stream.flush()
 
 
+def is_main() -> bool:
+    return not dist.is_initialized() or dist.get_rank() == 0
+
+
+def say(*args, **kwargs) -> None:
+    """print on rank 0 only."""
+    if is_main():
+        print(*args, **kwargs)
+
+
+def summed(*values: float) -> list[float]:
+    """``values`` summed over the ranks (themselves with one process)."""
+    if not dist.is_initialized():
+        return list(values)
+    t = torch.tensor(values, dtype=torch.float64,
+                     device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(t)
+    return t.tolist()
+
+
 def train_epoch(model, loader, optimizer, device, prefix):
     model.train()
     total_loss = total = 0
-    for batch in progress(loader, len(loader), prefix):
+    batches = progress(loader, len(loader), prefix) if is_main() else loader
+    for batch in batches:
         batch = batch.to(device)
         optimizer.zero_grad()
         out = model(batch.x, batch.edge_index,
@@ -58,8 +87,9 @@ def train_epoch(model, loader, optimizer, device, prefix):
         loss = F.cross_entropy(out, batch.y[:batch.batch_size])
         loss.backward()
         optimizer.step()
-        total_loss += float(loss) * batch.batch_size
+        total_loss += loss.item() * batch.batch_size
         total += batch.batch_size
+    total_loss, total = summed(total_loss, total)
     return total_loss / max(total, 1)
 
 
@@ -72,12 +102,13 @@ def accuracy(model, loader, device):
         pred = model(batch.x, batch.edge_index)[:batch.batch_size].argmax(-1)
         correct += int((pred == batch.y[:batch.batch_size]).sum())
         total += batch.batch_size
+    correct, total = summed(correct, total)
     return correct / max(total, 1)
 
 
 def run(name, data, args, device):
     """Train and evaluate on ``data``; returns the last epoch's test accuracy."""
-    print(f"\n== {name}: {data.num_nodes:,} nodes, {data.num_edges:,} edges, "
+    say(f"\n== {name}: {data.num_nodes:,} nodes, {data.num_edges:,} edges, "
           f"{data.num_features} features, {int(data.y.max()) + 1} classes; "
           f"device={device}, placement={args.placement}, num_neighbors={args.num_neighbors}")
     common = dict(num_neighbors=args.num_neighbors, device=device, placement=args.placement)
@@ -85,7 +116,7 @@ def run(name, data, args, device):
                                   shuffle=True, seed=args.seed, cache_budget=args.cache_budget,
                                   dynamic_cache=args.dynamic_cache, **common)
     if train_loader.cache is not None:
-        print(f"{train_loader.cache.plan}; profiled in {train_loader.cache_profile.seconds:.2f} s")
+        say(f"{train_loader.cache.plan}; profiled in {train_loader.cache_profile.seconds:.2f} s")
     eval_loaders = {split: NeighborLoader(data, input_nodes=data[f"{split}_mask"], batch_size=1024,
                                           seed=args.seed, **common)
                     for split in ("train", "val", "test")}
@@ -93,20 +124,25 @@ def run(name, data, args, device):
     model = GraphSAGE(data.num_features, args.hidden, num_layers=len(args.num_neighbors),
                       out_channels=int(data.y.max()) + 1, dropout=0.5).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=5e-4)
-    print(f"{'epoch':>5s} {'loss':>8s} {'train':>7s} {'val':>7s} {'test':>7s} {'seconds':>8s}")
+    if dist.is_initialized():
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+        say(f"data parallel: {dist.get_world_size()} ranks ({dist.get_backend()}), "
+            f"{len(train_loader)} batches per rank per epoch")
+    say(f"{'epoch':>5s} {'loss':>8s} {'train':>7s} {'val':>7s} {'test':>7s} {'seconds':>8s}")
     for epoch in range(1, args.epochs + 1):
         start = time.perf_counter()
         loss = train_epoch(model, train_loader, optimizer, device, f"epoch {epoch:3d}")
         seconds = time.perf_counter() - start
         acc = {split: accuracy(model, loader, device) for split, loader in eval_loaders.items()}
-        print(f"{epoch:5d} {loss:8.4f} {acc['train']:7.4f} {acc['val']:7.4f} {acc['test']:7.4f} "
+        say(f"{epoch:5d} {loss:8.4f} {acc['train']:7.4f} {acc['val']:7.4f} {acc['test']:7.4f} "
               f"{seconds:8.2f}", flush=True)
         stats = train_loader.stats
-        print(f"      time: sampling {stats['sampling_seconds']:.2f} s, gather {stats['gather_seconds']:.2f} s "
+        say(f"      time: sampling {stats['sampling_seconds']:.2f} s, gather {stats['gather_seconds']:.2f} s "
               f"(loader stream), model {stats['model_seconds']:.2f} s, waiting for batches "
               f"{stats['wait_seconds']:.2f} s")
         if train_loader.cache is not None:
-            print(f"      cache: feature hit rate {stats['feature_hit_rate']:.3f} (static "
+            say(f"      cache: feature hit rate {stats['feature_hit_rate']:.3f} (static "
                   f"{stats['static_feature_hit_rate']:.3f}, dynamic {stats['dynamic_feature_hit_rate']:.3f}), "
                   f"adjacency hit rate {stats['adjacency_hit_rate']:.3f}, {stats['host_bytes'] / 1e6:.1f} MB "
                   f"read from host memory")
@@ -138,6 +174,12 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    launched = "RANK" in os.environ and "WORLD_SIZE" in os.environ  # by torchrun
+    if launched and not dist.is_initialized():
+        if device.type == "cuda":  # one GPU per process
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     if args.cache_budget is not None and args.placement != "host":
         parser.error("--cache-budget caches a graph kept in host memory: add --placement host")
     if args.dynamic_cache and args.cache_budget is None:
@@ -153,11 +195,13 @@ def main(argv=None):
         edges = args.edges or 20 * nodes
         start = time.perf_counter()
         data = chung_lu(nodes, edges, num_classes=16, num_features=128, seed=args.seed, device=device)
-        print(f"\ngenerated the synthetic graph on {device} in {time.perf_counter() - start:.2f} s")
+        say(f"\ngenerated the synthetic graph on {device} in {time.perf_counter() - start:.2f} s")
         run_args = argparse.Namespace(**{**vars(args), "epochs": args.epochs or 3,
                                          "batch_size": args.batch_size or 1024})
         results["synthetic"] = run("synthetic (Chung-Lu, planted classes)", data, run_args, device)
-    print("\nfinal test accuracy: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()))
+    say("\nfinal test accuracy: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()))
+    if launched and dist.is_initialized():
+        dist.destroy_process_group()
     return results
 
 

@@ -37,6 +37,7 @@ from ..cache.profile import AccessProfile, profile_accesses
 from ..graph import CSCGraph
 from ..kernels import gather_rows
 from .sampler import NeighborSampler, check_num_neighbors
+from .shard import SeedShards, resolve_ranks
 from .timing import StageTimes
 
 # PyG arguments this loader does not implement yet, with the value that means
@@ -132,7 +133,15 @@ class NeighborLoader:
             are host memory.
         generator: a CPU ``torch.Generator`` for shuffling and sampling;
             default one seeded from ``seed``, or from torch's global RNG.
+            With several ranks it draws the samples only.
         seed: int seed for reproducible epochs (ignored when ``generator``).
+            With several ranks it is the shuffle seed every rank must share
+            (default 0, as for ``DistributedSampler``).
+        rank, world_size: this process's share of the seeds in data-parallel
+            training (``tritongnn.sampling.shard``): each rank takes a
+            disjoint shard per epoch, the same number of batches on every
+            rank. Default: ``torch.distributed``'s when it is initialised,
+            else one rank.
         prefetch: batches prepared ahead on a side stream by a producer
             thread (GPU only; 0 = prepare each batch when asked).
         cache_budget: with ``placement="host"``, GPU bytes for the dual
@@ -169,7 +178,8 @@ class NeighborLoader:
                  drop_last: bool = False, transform=None, device=None, placement: str = "device",
                  generator: torch.Generator | None = None, seed: int | None = None,
                  prefetch: int = 2, cache_budget=None, cache_profile=None, profile_epochs: int = 3,
-                 cache_policy: str = "profile", dynamic_cache=None, **kwargs):
+                 cache_policy: str = "profile", dynamic_cache=None, rank: int | None = None,
+                 world_size: int | None = None, **kwargs):
         _check_kwargs(dict(kwargs, input_time=input_time))
         if isinstance(data, tuple):
             raise NotImplementedError("data as a (FeatureStore, GraphStore) pair is not supported yet")
@@ -207,6 +217,14 @@ class NeighborLoader:
         self.input_nodes = _check_input_nodes(input_nodes, num_nodes, self.device)
         self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), bool(drop_last)
         self.transform, self.placement, self.prefetch = transform, placement, prefetch
+        self.rank, self.world_size = resolve_ranks(rank, world_size)
+        self.epoch = 0
+        self._shards = None
+        if self.world_size > 1:
+            shuffle_seed = 0 if seed is None else int(seed)
+            self._shards = SeedShards(self.input_nodes.numel(), self.rank, self.world_size, self.shuffle,
+                                      self.drop_last, shuffle_seed)
+            seed = shuffle_seed * self.world_size + self.rank  # each rank samples its own neighbours
         if generator is None:
             seed = int(torch.randint(0, 2**62, (1,))) if seed is None else int(seed)
             generator = torch.Generator().manual_seed(seed)
@@ -367,12 +385,23 @@ class NeighborLoader:
         return x.to(self.device).contiguous()
 
     def __len__(self) -> int:
-        n = self.input_nodes.numel()
+        n = self.input_nodes.numel() if self._shards is None else len(self._shards)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
+    def set_epoch(self, epoch: int) -> None:
+        """Set the epoch the next pass shuffles for (with several ranks; as
+        ``DistributedSampler.set_epoch``). Passes also advance it by one."""
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+            raise ValueError(f"epoch must be an int >= 0, got {epoch!r}")
+        self.epoch = epoch
+
     def _epoch_batches(self):
-        n = self.input_nodes.numel()
-        order = torch.randperm(n, generator=self.generator) if self.shuffle else torch.arange(n)
+        if self._shards is not None:
+            order = self._shards.positions(self.epoch)
+        else:
+            n = self.input_nodes.numel()
+            order = torch.randperm(n, generator=self.generator) if self.shuffle else torch.arange(n)
+        self.epoch += 1
         order = order.to(self.device)
         return [order[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size, self.batch_size)]
 
@@ -450,8 +479,9 @@ class NeighborLoader:
         yield from self.times.consumer(_Prefetcher(self, batches))
 
     def __repr__(self) -> str:
+        ranks = f", rank={self.rank}, world_size={self.world_size}" if self.world_size > 1 else ""
         return (f"{self.__class__.__name__}(num_neighbors={self.num_neighbors}, "
-                f"batch_size={self.batch_size}, placement={self.placement!r}, device={self.device})")
+                f"batch_size={self.batch_size}, placement={self.placement!r}, device={self.device}{ranks})")
 
 
 class _Prefetcher:

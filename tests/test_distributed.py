@@ -1,0 +1,128 @@
+"""Seeds sharded across data-parallel ranks: in one process with explicit
+ranks, and in two processes under torch.distributed with gloo (CPU)."""
+import os
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from tritongnn import NeighborLoader
+from tritongnn.kernels._launch import reference_on_cpu
+from tritongnn.sampling.shard import SeedShards, resolve_ranks
+
+from test_loader import random_data
+
+
+def epoch_seeds(loader):
+    return torch.cat([b.input_id for b in loader]).tolist()
+
+
+def shards(data, world_size, epochs=2, **kwargs):
+    """Input ids per rank per epoch, one loader per rank as each process would make."""
+    args = dict(num_neighbors=[2], batch_size=7, shuffle=True, seed=3, input_nodes=data.train_mask,
+                device="cpu")
+    args.update(kwargs)
+    out = []
+    with reference_on_cpu():
+        for rank in range(world_size):
+            loader = NeighborLoader(data, rank=rank, world_size=world_size, **args)
+            out.append([(len(loader), epoch_seeds(loader)) for _ in range(epochs)])
+    return out
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_shards_are_disjoint_cover_every_seed_and_change_with_the_epoch(world_size, drop_last):
+    data = random_data()
+    num_seeds = int(data.train_mask.sum())
+    per_rank = shards(data, world_size, drop_last=drop_last)
+    for epoch in range(2):
+        seeds = [per_rank[r][epoch][1] for r in range(world_size)]
+        lengths = {per_rank[r][epoch][0] for r in range(world_size)}
+        assert len(lengths) == 1  # the same number of batches on every rank
+        flat = [s for rank in seeds for s in rank]
+        if drop_last:  # cut to a multiple of world_size, then batches of 7 with the tail dropped
+            assert len(set(flat)) == len(flat)
+            assert num_seeds - len(set(flat)) < world_size + world_size * 7
+        else:  # padded: every seed, a few twice
+            assert set(flat) == set(range(num_seeds))
+            assert len(flat) - num_seeds == (-num_seeds) % world_size
+    for rank in range(world_size):
+        assert per_rank[rank][0][1] != per_rank[rank][1][1]  # reshuffled
+    assert shards(data, world_size, drop_last=drop_last) == per_rank  # same seed, same shards
+
+
+def test_set_epoch_replays_an_epoch():
+    data = random_data()
+    with reference_on_cpu():
+        loader = NeighborLoader(data, [2], batch_size=7, shuffle=True, seed=1, rank=1, world_size=2)
+        first = [b.input_id for b in loader]
+        loader.set_epoch(0)
+        again = [b.input_id for b in loader]
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+
+
+def test_seed_shards_pad_beyond_the_list():
+    # fewer seeds than ranks: padding wraps around, every rank still gets one
+    parts = [SeedShards(2, r, 5, shuffle=False, drop_last=False, seed=0).positions(0).tolist()
+             for r in range(5)]
+    assert parts == [[0], [1], [0], [1], [0]]
+    with pytest.raises(ValueError, match="without seeds"):
+        SeedShards(2, 0, 5, shuffle=False, drop_last=True, seed=0)
+
+
+def test_bad_ranks():
+    with pytest.raises(ValueError, match="together"):
+        resolve_ranks(0, None)
+    with pytest.raises(ValueError, match="rank < world_size"):
+        resolve_ranks(2, 2)
+    with pytest.raises(TypeError, match="world_size must be an int"):
+        resolve_ranks(0, 2.0)
+    with pytest.raises(ValueError, match="epoch"):
+        NeighborLoader(random_data(), [2], batch_size=4, device="cpu").set_epoch(-1)
+    assert resolve_ranks(None, None) == (0, 1)  # no process group
+
+
+def _worker(rank, world_size, init, out_dir):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
+    try:
+        data = random_data()
+        with reference_on_cpu():
+            loader = NeighborLoader(data, [2], batch_size=7, shuffle=True, seed=11,
+                                    input_nodes=data.train_mask, device="cpu")
+            assert (loader.rank, loader.world_size) == (rank, world_size)
+            seeds = [epoch_seeds(loader) for _ in range(2)]
+        # the ranks agree on the number of batches: a collective over them
+        count = torch.tensor([len(loader)])
+        dist.all_reduce(count)
+        torch.save({"seeds": seeds, "batches": len(loader), "total": int(count)},
+                   os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def run_gloo(tmp_path, name, world_size=2):
+    out = tmp_path / name
+    out.mkdir()
+    init = f"file://{tmp_path / (name + '.init')}"
+    mp.spawn(_worker, args=(world_size, init, str(out)), nprocs=world_size, join=True)
+    return [torch.load(out / f"rank{r}.pt") for r in range(world_size)]
+
+
+def test_two_processes_with_gloo(tmp_path):
+    # torch.distributed initialised: the loader takes rank and world size
+    # from it; shards disjoint, covering every seed, changing with the epoch,
+    # identical on a rerun with the same seed
+    data = random_data()
+    num_seeds = int(data.train_mask.sum())
+    first = run_gloo(tmp_path, "a")
+    assert first[0]["batches"] == first[1]["batches"] and first[0]["total"] == 2 * first[0]["batches"]
+    for epoch in range(2):
+        a, b = first[0]["seeds"][epoch], first[1]["seeds"][epoch]
+        assert set(a) | set(b) == set(range(num_seeds))
+        assert len(a) + len(b) - num_seeds == num_seeds % 2  # padding only
+        assert len(set(a) & set(b)) <= num_seeds % 2
+    assert first[0]["seeds"][0] != first[0]["seeds"][1]
+    again = run_gloo(tmp_path, "b")
+    assert [r["seeds"] for r in again] == [r["seeds"] for r in first]
