@@ -124,8 +124,8 @@ class DualCache:
         self.dynamic = None
         if x is None:
             self.x = self.hot_x = None
-        elif num_feature == num_nodes:
-            self.x = self.hot_x = x.to(device)[order]
+        elif num_feature == num_nodes:  # permuted where x lives, then moved: one copy on the GPU
+            self.x = self.hot_x = x[order.to(x.device)].to(device)
         else:
             self.x = _relabel_rows(x, order, pin=device.type == "cuda")
             self.hot_x = self.x[:num_feature].to(device)
