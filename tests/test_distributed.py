@@ -126,3 +126,31 @@ def test_two_processes_with_gloo(tmp_path):
     assert first[0]["seeds"][0] != first[0]["seeds"][1]
     again = run_gloo(tmp_path, "b")
     assert [r["seeds"] for r in again] == [r["seeds"] for r in first]
+
+
+def _cache_worker(rank, world_size, init, out_dir):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
+    try:
+        data = random_data()
+        with reference_on_cpu():
+            loader = NeighborLoader(data, [3, 2], batch_size=16, shuffle=True, seed=5,
+                                    input_nodes=data.train_mask, device="cpu", placement="host",
+                                    cache_budget=40 * data.x.size(1) * 4, profile_epochs=1)
+        p = loader.cache_profile
+        torch.save({"feature": p.feature, "adjacency": p.adjacency, "seconds": p.seconds,
+                    "order": loader.cache.plan.order}, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_profile_computed_once_and_broadcast(tmp_path):
+    # GARDEN profiles on one GPU and broadcasts: every rank plans its caches
+    # from rank 0's profile (its counts and its timing), so the caches agree
+    out = tmp_path / "cache"
+    out.mkdir()
+    mp.spawn(_cache_worker, args=(2, f"file://{tmp_path / 'cache.init'}", str(out)), nprocs=2, join=True)
+    a, b = (torch.load(out / f"rank{r}.pt") for r in range(2))
+    assert torch.equal(a["feature"], b["feature"]) and torch.equal(a["adjacency"], b["adjacency"])
+    assert a["seconds"] == b["seconds"] and a["feature"].sum() > 0
+    assert torch.equal(a["order"], b["order"])

@@ -273,13 +273,19 @@ class NeighborLoader:
             profile = AccessProfile.load(profile, graph.num_nodes, self.num_neighbors)
         elif profile is None or isinstance(profile, (str, os.PathLike)):
             path = profile
-            host_graph = graph.pin_memory() if self.device.type == "cuda" else graph
-            sampler = NeighborSampler(host_graph, self.num_neighbors, replace, self.device)
-            # its own stream of random numbers: profiling leaves the loader's untouched
-            gen = torch.Generator().manual_seed(self.generator.initial_seed() ^ 0x5EED)
-            profile = profile_accesses(sampler, self.input_nodes, self.batch_size, epochs, generator=gen)
-            if path is not None:
-                profile.save(path)
+
+            def compute():
+                host_graph = graph.pin_memory() if self.device.type == "cuda" else graph
+                sampler = NeighborSampler(host_graph, self.num_neighbors, replace, self.device)
+                # its own stream of random numbers: profiling leaves the loader's untouched
+                gen = torch.Generator().manual_seed(self.generator.initial_seed() ^ 0x5EED)
+                # every seed, not this rank's shard: all ranks get the same caches
+                computed = profile_accesses(sampler, self.input_nodes, self.batch_size, epochs, generator=gen)
+                if path is not None:
+                    computed.save(path)
+                return computed
+
+            profile = self._profile_once(compute, graph.num_nodes)
         elif not isinstance(profile, AccessProfile):
             raise TypeError(f"cache_profile must be None, an AccessProfile or a file path, "
                             f"got {type(profile).__name__}")
@@ -299,6 +305,31 @@ class NeighborLoader:
             budget, row_bytes, dynamic if x is not None else None, graph.num_nodes)
         self.cache_profile = profile
         return DualCache(graph, x, plan, self.device, dynamic, rows, profile)
+
+    def _profile_once(self, compute, num_nodes: int) -> AccessProfile:
+        """``compute()`` the profile on rank 0 and broadcast it (GARDEN
+        profiles on one GPU); with one rank, or ranks given without a
+        process group, just ``compute()``."""
+        import torch.distributed as dist
+        if self.world_size == 1 or not (dist.is_available() and dist.is_initialized()) \
+                or dist.get_world_size() != self.world_size:
+            return compute()
+        meta = [None]
+        if self.rank == 0:
+            profile = compute()
+            meta = [dict(epochs=profile.epochs, num_batches=profile.num_batches, seconds=profile.seconds,
+                         num_neighbors=list(profile.num_neighbors),
+                         layer_weights=list(profile.layer_weights))]
+        dist.broadcast_object_list(meta, src=0)
+        where = self.device if dist.get_backend() == "nccl" else torch.device("cpu")
+        if self.rank == 0:
+            counts = [profile.feature.to(where), profile.inputs.to(where), profile.adjacency.to(where)]
+        else:
+            counts = [torch.zeros(num_nodes, dtype=dtype, device=where)
+                      for dtype in (torch.float64, torch.int64, torch.int64)]
+        for t in counts:
+            dist.broadcast(t, src=0)
+        return AccessProfile(*[t.to(self.device) for t in counts], **meta[0])
 
     @staticmethod
     def _split_dynamic(plan_for, budget, row_bytes, dynamic, num_nodes):
