@@ -4,10 +4,13 @@ holds the pure-torch versions (test oracles and the CPU path).
 - ``sample``: uniform neighbour sampling of one hop (CSC, GPU or UVA).
 - ``id_map``: fused global-to-local id mapping, keyed by sub-batch.
 - ``gather``: feature row gather from GPU memory or pinned host memory.
+- ``aggregate``: sum/mean neighbour aggregation, forward and backward.
 """
+from .aggregate import aggregate, segment_sum
 from .gather import gather_rows
 from .id_map import IdMap
 from .outputs import HopSample, MappedHop
 from .sample import draw_seeds, sample_neighbors
 
-__all__ = ["sample_neighbors", "draw_seeds", "IdMap", "gather_rows", "HopSample", "MappedHop"]
+__all__ = ["sample_neighbors", "draw_seeds", "IdMap", "gather_rows", "HopSample", "MappedHop", "aggregate",
+           "segment_sum"]

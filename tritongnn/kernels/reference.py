@@ -144,3 +144,17 @@ def gather_rows(table, ids, out, hot=None, num_hot=0, dynamic=None, slot=None):
         m_dyn = row >= 0
         out[m_dyn] = dynamic.index_select(0, row[m_dyn].to(dynamic.device)).to(out.device)
     return out
+
+
+def segment_sum(x, indptr, index, weight, out):
+    """Reference of ``kernels.aggregate.segment_sum`` (float32 accumulation)."""
+    num_segments = indptr.numel() - 1
+    counts = indptr[1:] - indptr[:-1]
+    segment = torch.repeat_interleave(torch.arange(num_segments, device=x.device), counts,
+                                      output_size=index.numel())
+    rows = x.index_select(0, index).float()
+    if weight is not None:
+        rows = rows * weight[:, None]
+    acc = torch.zeros((num_segments, x.size(1)), dtype=torch.float32, device=x.device)
+    acc.index_add_(0, segment, rows)
+    return out.copy_(acc)

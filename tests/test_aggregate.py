@@ -1,0 +1,131 @@
+"""Aggregation kernel against PyG's scatter, forward and backward; the
+drop-in SAGEConv and GraphSAGE against PyG's."""
+import pytest
+import torch
+from hypothesis import given, strategies as st
+from torch_geometric.nn import GraphSAGE as PyGGraphSAGE
+from torch_geometric.nn import SAGEConv as PyGSAGEConv
+from torch_geometric.utils import scatter
+
+from tritongnn.kernels._launch import reference_on_cpu
+from tritongnn.kernels.aggregate import aggregate
+from tritongnn.nn import GraphSAGE, SAGEConv
+
+
+@st.composite
+def blocks(draw):
+    """A sampled block: sources, destinations, edges grouped or not, with
+    destinations that have no edge and sometimes one huge row."""
+    num_src = draw(st.integers(1, 24))
+    num_dst = draw(st.integers(1, 10))
+    num_edges = draw(st.integers(0, 60))
+    seed = draw(st.integers(0, 2**31 - 1))
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, num_src, (num_edges,), generator=g)
+    dst = torch.randint(0, max(1, num_dst // 2), (num_edges,), generator=g)  # the upper half: no edges
+    if draw(st.booleans()):  # one destination with a row far longer than the rest
+        hub = torch.randint(0, num_src, (draw(st.integers(100, 300)),), generator=g)
+        src, dst = torch.cat([src, hub]), torch.cat([dst, torch.full_like(hub, num_dst - 1)])
+    if draw(st.booleans()):  # grouped by destination, as the sampler emits them
+        order = torch.argsort(dst, stable=True)
+        src, dst = src[order], dst[order]
+    width = draw(st.sampled_from([1, 3, 64, 127, 130]))
+    return num_src, num_dst, torch.stack([src, dst]), width, seed
+
+
+@given(block=blocks(), reduce=st.sampled_from(["sum", "mean"]))
+def test_aggregate_matches_scatter_forward_and_backward(device, block, reduce):
+    num_src, num_dst, edge_index, width, seed = block
+    g = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(num_src, width, generator=g)
+    grad = torch.randn(num_dst, width, generator=g)
+    ours_x = x.clone().to(device).requires_grad_()
+    out = aggregate(ours_x, edge_index.to(device), num_dst, reduce)
+    out.backward(grad.to(device))
+    ref_x = x.clone().requires_grad_()
+    expected = scatter(ref_x[edge_index[0]], edge_index[1], dim=0, dim_size=num_dst, reduce=reduce)
+    expected.backward(grad)
+    torch.testing.assert_close(out.detach().cpu(), expected.detach(), rtol=1e-5, atol=1e-5)
+    ref_grad = ref_x.grad if ref_x.grad is not None else torch.zeros_like(x)  # no edge: no grad
+    torch.testing.assert_close(ours_x.grad.cpu(), ref_grad, rtol=1e-5, atol=1e-5)
+
+
+def test_aggregate_half_precision_accumulates_in_float32(device):
+    x = torch.full((300, 4), 0.1, dtype=torch.bfloat16)
+    edge_index = torch.stack([torch.arange(300), torch.zeros(300, dtype=torch.int64)])
+    out = aggregate(x.to(device), edge_index.to(device), 1, "sum")
+    assert out.dtype == torch.bfloat16
+    assert abs(float(out[0, 0]) - 300 * float(x[0, 0])) < 0.5  # bfloat16 running sums would drift
+
+
+def test_aggregate_bad_arguments():
+    x = torch.randn(4, 2)
+    with pytest.raises(ValueError, match="reduce"):
+        aggregate(x, torch.zeros(2, 1, dtype=torch.int64), 1, "max")
+    with pytest.raises(ValueError, match="edge_index"):
+        aggregate(x, torch.zeros(3, 1, dtype=torch.int64), 1)
+
+
+# The layers' own tests: PyG's contract, on the CPU through the reference
+# aggregation (the kernel is tested above), compiled on the GPU.
+def pair(aggr, **kwargs):
+    torch.manual_seed(0)
+    ours = SAGEConv(12, 7, aggr=aggr, **kwargs)
+    theirs = PyGSAGEConv(12, 7, aggr=aggr, **kwargs)
+    theirs.load_state_dict(ours.state_dict())
+    return ours, theirs
+
+
+@pytest.mark.parametrize("aggr", ["mean", "sum"])
+@pytest.mark.parametrize("kwargs", [{}, {"root_weight": False}, {"normalize": True}, {"project": True}])
+def test_sageconv_is_a_drop_in(device, aggr, kwargs):
+    ours, theirs = pair(aggr, **kwargs)
+    ours, theirs = ours.to(device), theirs.to(device)
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(40, 12, generator=g)
+    edge_index = torch.randint(0, 40, (2, 150), generator=g)
+    outs, grads = [], []
+    with reference_on_cpu():
+        for layer in (ours, theirs):
+            xi = x.clone().to(device).requires_grad_()
+            out = layer(xi, edge_index.to(device))
+            out.square().sum().backward()
+            outs.append(out.detach().cpu())
+            grads.append([xi.grad.cpu()] + [p.grad.cpu() for p in layer.parameters()])
+    torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-5)
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+@reference_on_cpu()
+def test_sageconv_bipartite_and_fallback():
+    ours, theirs = pair("mean")
+    x_src, x_dst = torch.randn(30, 12), torch.randn(9, 12)
+    edge_index = torch.stack([torch.randint(0, 30, (80,)), torch.randint(0, 9, (80,))])
+    torch.testing.assert_close(ours((x_src, x_dst), edge_index), theirs((x_src, x_dst), edge_index))
+    torch.testing.assert_close(ours((x_src, None), edge_index, size=(30, 9)),
+                               theirs((x_src, None), edge_index, size=(30, 9)))
+    ours_max, theirs_max = pair("max")  # not the kernel's: PyG's own path
+    x = torch.randn(30, 12)
+    ei = torch.randint(0, 30, (2, 60))
+    torch.testing.assert_close(ours_max(x, ei), theirs_max(x, ei))
+
+
+def test_graphsage_with_trimmed_layers_matches_pyg():
+    # the loader's batches, PyG's layer-wise trimming: same outputs
+    from test_loader import random_data
+    from tritongnn import NeighborLoader
+    data = random_data()
+    with reference_on_cpu():
+        batch = next(iter(NeighborLoader(data, [4, 3], batch_size=16, seed=0, device="cpu")))
+    torch.manual_seed(0)
+    ours = GraphSAGE(data.num_features, 16, num_layers=2, out_channels=5)
+    theirs = PyGGraphSAGE(data.num_features, 16, num_layers=2, out_channels=5)
+    theirs.load_state_dict(ours.state_dict())
+    assert all(isinstance(conv, SAGEConv) for conv in ours.convs)
+    kwargs = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                  num_sampled_edges_per_hop=batch.num_sampled_edges)
+    with reference_on_cpu():
+        a = ours(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
+    b = theirs(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
+    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
