@@ -1,5 +1,5 @@
-"""Aggregation benchmark: ``tritongnn.nn.SAGEConv`` against PyG's
-``SAGEConv``, forward plus backward, on sampled blocks.
+"""Aggregation benchmark: ``tritongnn.nn.SAGEConv`` / ``GCNConv`` against
+PyG's, forward plus backward, on sampled blocks.
 
 Batches are sampled by ``tritongnn.NeighborLoader`` from a synthetic
 power-law graph (``--nodes``, ``--edges``); every layer runs on the same
@@ -21,11 +21,12 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from torch_geometric.nn import GCNConv as PyGGCNConv  # noqa: E402
 from torch_geometric.nn import SAGEConv as PyGSAGEConv  # noqa: E402
 
 from tritongnn import NeighborLoader  # noqa: E402
 from tritongnn.datasets import chung_lu  # noqa: E402
-from tritongnn.nn import SAGEConv  # noqa: E402
+from tritongnn.nn import GCNConv, SAGEConv  # noqa: E402
 from _record import append_record, new_record  # noqa: E402
 
 
@@ -56,7 +57,7 @@ def main():
     parser.add_argument("--batch-size", type=int, default=8000)
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--widths", type=int, nargs="+", default=[128, 256])
-    parser.add_argument("--aggr", nargs="+", default=["mean", "sum"])
+    parser.add_argument("--layers", nargs="+", default=["SAGEConv-mean", "SAGEConv-sum", "GCNConv"])
     parser.add_argument("--out", default=None)
     parser.add_argument("--commit", default=None)
     parser.add_argument("--device", default="cuda", help="cpu: a smoke test of the script only")
@@ -76,11 +77,15 @@ def main():
         torch.cuda.empty_cache()
     edges = sum(e.size(1) for e, _ in blocks)
     rows = []
-    for aggr in args.aggr:
+    layers = {"SAGEConv-mean": (SAGEConv, PyGSAGEConv, dict(aggr="mean")),
+              "SAGEConv-sum": (SAGEConv, PyGSAGEConv, dict(aggr="sum")),
+              "GCNConv": (GCNConv, PyGGCNConv, {})}
+    for name in args.layers:
+        ours_cls, pyg_cls, kwargs = layers[name]
         for width in args.widths:
             torch.manual_seed(0)
-            ours = SAGEConv(width, width, aggr=aggr).to(device)
-            theirs = PyGSAGEConv(width, width, aggr=aggr).to(device)
+            ours = ours_cls(width, width, **kwargs).to(device)
+            theirs = pyg_cls(width, width, **kwargs).to(device)
             theirs.load_state_dict(ours.state_dict())
             edge_index, num_nodes = blocks[0]
             x = torch.randn(num_nodes, width, device=device)
@@ -92,14 +97,14 @@ def main():
                 outs.append((out.detach(), xi.grad))
             correct = all(torch.allclose(a, b, rtol=1e-3, atol=1e-3) for a, b in zip(*outs))
             t_ours, t_pyg = time_layer(ours, blocks, width, device), time_layer(theirs, blocks, width, device)
-            row = dict(aggr=aggr, width=width, edges=edges, batches=len(blocks), seconds_tritongnn=t_ours,
+            row = dict(layer=name, width=width, edges=edges, batches=len(blocks), seconds_tritongnn=t_ours,
                        seconds_pyg=t_pyg, speedup=t_pyg / t_ours, correct=correct)
             rows.append(row)
-            print(f"SAGEConv aggr={aggr:4s} width {width:4d}: tritongnn {t_ours * 1e3:8.1f} ms, PyG "
+            print(f"{name:14s} width {width:4d}: tritongnn {t_ours * 1e3:8.1f} ms, PyG "
                   f"{t_pyg * 1e3:8.1f} ms, {t_pyg / t_ours:5.2f}x  ({edges:,} edges in {len(blocks)} "
                   f"batches; correct={correct})", flush=True)
     settings = dict(graph=f"Chung-Lu {args.nodes} nodes, {args.edges} edges", num_neighbors=args.num_neighbors,
-                    batch_size=args.batch_size, layer="SAGEConv(width, width), forward + backward")
+                    batch_size=args.batch_size, layer="conv(width, width), forward + backward")
     append_record(args.out, new_record("aggregate", device, args.commit, settings=settings, rows=rows))
 
 

@@ -1,7 +1,8 @@
 """Neighbour aggregation over edges grouped by destination (FastGL's
 memory-aware aggregation), forward and backward.
 
-``out[d] = sum_e w_e * x[src_e]`` over the edges ``e`` of destination ``d``:
+``out[d] = sum_e w_e * x[src_e]`` over the edges ``e`` of destination ``d``
+(``w_e``: 1, GCN's edge weight, and/or ``1 / degree`` for a mean):
 one program per destination and block of feature columns keeps the partial
 sum in registers and streams the source rows of its edges, ``BLOCK_E`` at a
 time, once each; the result is written once. PyG's default path writes every
@@ -98,35 +99,46 @@ def _grouped(key: torch.Tensor, num_segments: int):
 
 class _Aggregate(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, src, dst, num_dst: int, mean: bool):
+    def forward(ctx, x, src, dst, num_dst: int, mean: bool, edge_weight):
         perm, indptr = _grouped(dst, num_dst)
-        weight = None
+        weight = None if edge_weight is None else edge_weight.to(torch.float32)
+        inverse = None
         if mean:
             degree = (indptr[1:] - indptr[:-1]).clamp(min=1).to(torch.float32)
-            weight = (1.0 / degree)[dst]
+            inverse = (1.0 / degree)[dst]
+            weight = inverse if weight is None else weight * inverse
         out = segment_sum(x, indptr, src[perm], None if weight is None else weight[perm])
-        ctx.save_for_backward(src, dst, weight)
-        ctx.num_src = x.size(0)
+        ctx.save_for_backward(x, src, dst, weight, inverse)
+        ctx.num_src, ctx.mean = x.size(0), mean
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        src, dst, weight = ctx.saved_tensors
-        perm, indptr = _grouped(src, ctx.num_src)
-        grad_x = segment_sum(grad_out.contiguous(), indptr, dst[perm],
-                             None if weight is None else weight[perm])
-        return grad_x, None, None, None, None
+        x, src, dst, weight, inverse = ctx.saved_tensors
+        grad_out = grad_out.contiguous()
+        grad_x = grad_weight = None
+        if ctx.needs_input_grad[0]:
+            perm, indptr = _grouped(src, ctx.num_src)
+            grad_x = segment_sum(grad_out, indptr, dst[perm], None if weight is None else weight[perm])
+        if ctx.needs_input_grad[5]:  # d out[dst_e] / d w_e = x[src_e] (/ degree for mean)
+            grad_weight = (grad_out[dst].float() * x[src].float()).sum(1)
+            if ctx.mean:
+                grad_weight = grad_weight * inverse
+        return grad_x, None, None, None, None, grad_weight
 
 
-def aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_dst: int, reduce: str = "sum") -> torch.Tensor:
-    """Sum or mean of ``x[edge_index[0]]`` per destination ``edge_index[1]``
-    (PyG's ``flow="source_to_target"``), differentiable in ``x``.
+def aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_dst: int, reduce: str = "sum",
+              edge_weight: torch.Tensor | None = None) -> torch.Tensor:
+    """Sum or mean of ``edge_weight * x[edge_index[0]]`` per destination
+    ``edge_index[1]`` (PyG's ``flow="source_to_target"``), differentiable in
+    ``x`` and ``edge_weight``.
 
     Args:
         x: ``[N_src, D]`` source features.
         edge_index: ``[2, E]`` int64, sources in row 0, destinations in row 1.
         num_dst: number of destination nodes (ids in ``[0, num_dst)``).
         reduce: ``"sum"`` (or ``"add"``) or ``"mean"`` (0 where no edge).
+        edge_weight: optional ``[E]`` weight of each message (GCN's norm).
 
     Returns:
         ``[num_dst, D]``.
@@ -138,5 +150,8 @@ def aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_dst: int, reduce: s
     if edge_index.dim() != 2 or edge_index.size(0) != 2 or edge_index.dtype != torch.int64:
         raise ValueError(f"edge_index must be a [2, E] int64 tensor, got {edge_index.dtype} "
                          f"{tuple(edge_index.shape)}")
+    if edge_weight is not None and edge_weight.shape != (edge_index.size(1),):
+        raise ValueError(f"edge_weight must have shape [{edge_index.size(1)}] (one per edge), "
+                         f"got {tuple(edge_weight.shape)}")
     src, dst = edge_index[0], edge_index[1]
-    return _Aggregate.apply(x, src, dst, int(num_dst), reduce == "mean")
+    return _Aggregate.apply(x, src, dst, int(num_dst), reduce == "mean", edge_weight)
