@@ -13,10 +13,10 @@ The split is greedy by marginal utility per byte, in two passes.
    that saves the most host bytes per GPU byte it costs, until the budget is
    spent or no chunk with accesses fits. A cached row costs ``row_bytes`` and
    saves them (sector-rounded) at every profiled gather of the row; a cached
-   list costs ``degree * index_bytes`` plus its indptr entry and saves, at every profiled read, what
-   sampling moves from a host list: its indptr pair and, per pick, one
-   32-byte sector (picks are random positions), or the whole list,
-   sector-rounded, when the fanout takes every neighbour.
+   list costs ``degree * index_bytes`` plus its indptr entry and saves, at
+   every profiled read, what sampling moves from a host list: its indptr
+   pair and, per pick, one 32-byte sector (picks are random positions), or
+   the whole list, sector-rounded, when the fanout takes every neighbour.
 2. One order for both: the F hottest nodes (whose rows are cached, in any
    order among themselves), then the rest, each part by list utility; the
    adjacency cache is the longest prefix of it that pass 1's bytes pay for.
@@ -161,10 +161,9 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     # the feature cache; ordering them, then the rest, by list utility makes
     # the adjacency prefix the best lists the budget split allows.
     cached = torch.arange(num_nodes) < num_feature
-    key = torch.argsort(list_utility, descending=True, stable=True)
-    final = key[torch.argsort((~cached[key]).to(torch.int8), stable=True)]
+    final = by_list[torch.argsort((~cached[by_list]).to(torch.int8), stable=True)]
     cum_lists = torch.cat([torch.zeros(1, dtype=torch.int64), list_bytes[final].cumsum(0)])
-    num_adjacency = int(torch.searchsorted(cum_lists, adjacency_budget + left, right=True)) - 1
+    num_adjacency = int(torch.searchsorted(cum_lists, adjacency_budget, right=True)) - 1
     left += adjacency_budget - int(cum_lists[num_adjacency])
     # Budget left once no profiled access remains: the unprofiled rest too (a
     # node the profile never met may still be drawn), rows first.
