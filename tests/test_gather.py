@@ -52,10 +52,16 @@ def test_gather_three_tiers(device, num_rows, width, dtype, num_ids, data):
     slot[cached] = where.to(torch.int32)
     dynamic = torch.zeros(capacity, width, dtype=dtype)
     dynamic[where] = x[num_hot + cached]
+    reuse = {}
+    if data.draw(st.booleans()):  # and a previous batch's rows: a 4th tier (FastGL's reuse)
+        kept = torch.randperm(num_cold, generator=g)[:data.draw(st.integers(0, num_cold))]
+        prev_slot = torch.full((num_cold + 1,), -1, dtype=torch.int32)  # one spare entry allowed
+        prev_slot[kept] = torch.arange(kept.numel(), dtype=torch.int32)
+        reuse = dict(previous=x[num_hot + kept].to(device), prev_slot=prev_slot.to(device))
     source = x.pin_memory() if device.type == "cuda" and data.draw(st.booleans()) else x.to(device)
     out = torch.full((num_ids, width), 3.0, dtype=dtype, device=device)
     gather_rows(source, ids.to(device), out, hot=x[:num_hot].to(device), num_hot=num_hot,
-                dynamic=dynamic.to(device), slot=slot.to(device))
+                dynamic=dynamic.to(device), slot=slot.to(device), **reuse)
     assert_bits_equal(out.cpu(), x[ids])
 
 
@@ -73,6 +79,23 @@ def test_gather_three_tiers_reads_the_dynamic_rows():
     assert torch.equal(out, x[ids])
 
 
+def test_gather_reads_the_previous_batch_after_the_caches():
+    # order: static cache, dynamic cache, previous batch, host; poison every
+    # later tier so that a wrong order shows
+    x = torch.arange(40.0).reshape(10, 4)
+    slot = torch.full((6,), -1, dtype=torch.int32)
+    slot[7 - 4] = 0  # row 7 in the dynamic cache
+    prev_slot = torch.full((6,), -1, dtype=torch.int32)
+    prev_slot[[7 - 4, 5 - 4]] = torch.tensor([0, 1], dtype=torch.int32)  # rows 7 and 5 in the previous batch
+    previous = torch.stack([torch.full((4,), -2.0), x[5]])  # row 7's copy there is never read
+    ids = torch.tensor([7, 0, 5, 7, 9])
+    table = x.clone()
+    table[[5, 7]] = -3.0  # read from host only if the tiers above were skipped
+    out = gather_rows(table, ids, hot=x[:4], num_hot=4, dynamic=x[7][None].clone(), slot=slot,
+                      previous=previous, prev_slot=prev_slot)
+    assert torch.equal(out, x[ids])
+
+
 def test_gather_three_tiers_bad_arguments():
     x = torch.randn(10, 4)
     ids = torch.zeros(2, dtype=torch.int64)
@@ -81,6 +104,11 @@ def test_gather_three_tiers_bad_arguments():
     with pytest.raises(ValueError, match="slot must be"):
         gather_rows(x, ids, hot=x[:4], num_hot=4, dynamic=torch.zeros(2, 4),
                     slot=torch.full((10,), -1, dtype=torch.int32))
+    with pytest.raises(ValueError, match="together"):
+        gather_rows(x, ids, hot=x[:4], num_hot=4, previous=torch.zeros(2, 4))
+    with pytest.raises(ValueError, match="prev_slot must be"):
+        gather_rows(x, ids, hot=x[:4], num_hot=4, previous=torch.zeros(2, 4),
+                    prev_slot=torch.full((5,), -1, dtype=torch.int32))
     with pytest.raises(ValueError, match="dynamic must hold"):
         gather_rows(x, ids, hot=x[:4], num_hot=4, dynamic=torch.zeros(2, 3),
                     slot=torch.full((6,), -1, dtype=torch.int32))

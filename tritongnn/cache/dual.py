@@ -48,12 +48,14 @@ class CacheStats:
 
     def reset(self) -> None:
         # on the device: rows from the static cache, rows from the dynamic
-        # cache, lists from the adjacency cache, neighbour picks from host lists
-        self._counts = torch.zeros(4, dtype=torch.int64, device=self.device)
+        # cache, lists from the adjacency cache, neighbour picks from host
+        # lists, rows copied from the previous batch
+        self._counts = torch.zeros(5, dtype=torch.int64, device=self.device)
         self.batches = self._rows = self._lists = 0  # known on the host: no sync to count them
 
     def record(self, node: torch.Tensor, col: torch.Tensor, num_sampled_nodes: list[int],
-               num_feature: int, num_adjacency: int, dynamic_served: torch.Tensor | None = None) -> None:
+               num_feature: int, num_adjacency: int, dynamic_served: torch.Tensor | None = None,
+               reused: torch.Tensor | None = None) -> None:
         """Count one batch: ``node`` its internal ids in hop order, ``col``
         the local id of the node each edge was sampled for. The neighbour
         lists read are those of every node but the last hop's."""
@@ -63,15 +65,16 @@ class CacheStats:
             (node < num_feature).sum(),
             zero if dynamic_served is None else dynamic_served,
             (node[:num_expanded] < num_adjacency).sum(),
-            (node[col] >= num_adjacency).sum()])
+            (node[col] >= num_adjacency).sum(),
+            zero if reused is None else reused])
         self.batches += 1
         self._rows += node.numel()
         self._lists += num_expanded
 
     def as_dict(self) -> dict:
         rows, lists = self._rows, self._lists
-        static, dynamic, list_hits, host_picks = self._counts.tolist()
-        from_host = rows - static - dynamic
+        static, dynamic, list_hits, host_picks, reused = self._counts.tolist()
+        from_host = rows - static - dynamic - reused
         lists_from_host = lists - list_hits
         feature_bytes = from_host * self.row_bytes
         # a list read from the host: its indptr pair, then the picked entries
@@ -79,6 +82,7 @@ class CacheStats:
         return dict(feature_hit_rate=(static + dynamic) / rows if rows else float("nan"),
                     static_feature_hit_rate=static / rows if rows else float("nan"),
                     dynamic_feature_hit_rate=dynamic / rows if rows else float("nan"),
+                    reused_rows=reused,
                     adjacency_hit_rate=list_hits / lists if lists else float("nan"),
                     feature_rows=rows, feature_rows_from_host=from_host,
                     feature_bytes_from_host=feature_bytes,

@@ -5,8 +5,10 @@ fact: the kernel only moves bits). The table is split in up to three tiers
 that the caches fill: rows ``< num_hot`` are read from ``hot`` (the static
 cache in GPU memory; hot-first relabelled ids make "cached?" one
 comparison); a row ``r >= num_hot`` with ``slot[r - num_hot] >= 0`` from that
-row of ``dynamic`` (the dynamic cache, ``cache.dynamic``); the others from
-``cold`` (any readable memory, usually the pinned host table). With one tier
+row of ``dynamic`` (the dynamic cache, ``cache.dynamic``); failing that,
+with ``prev_slot[r - num_hot] >= 0``, from that row of ``previous`` (the
+previous batch's rows, FastGL's match-reuse); the others from ``cold`` (any
+readable memory, usually the pinned host table). With one tier
 only, pass the same table twice and ``num_hot = N`` (all in GPU memory) or
 ``0`` (all through UVA).
 
@@ -46,6 +48,8 @@ def _gather_kernel(
     cold,       # [N, D] rows of the other tier (indexed by the same ids)
     dynamic,    # [K, D] rows of the dynamic cache (TIERS == 3)
     slot,       # [N - num_hot] int32 row of `dynamic` holding a cold row, or -1
+    previous,   # [P, D] rows of the previous batch (REUSE)
+    prev_slot,  # [>= N - num_hot] int32 row of `previous` holding a cold row, or -1
     ids,        # [n] int64 row ids
     order,      # [n] int64 visiting order (if ORDERED), e.g. argsort(ids)
     out,        # [n, D] output, row i = table[ids[i]]
@@ -53,8 +57,9 @@ def _gather_kernel(
     num_hot,
     num_blocks,  # cdiv(n, BLOCK_ROWS)
     D: tl.constexpr,  # row width in elements (one compile per width)
-    stride_hot, stride_cold, stride_dyn, stride_out,  # row strides in elements
+    stride_hot, stride_cold, stride_dyn, stride_prev, stride_out,  # row strides in elements
     TIERS: tl.constexpr,  # 1: every row from `cold`; 2: split at num_hot; 3: and `dynamic`
+    REUSE: tl.constexpr,  # cold rows found in `previous` are read there (TIERS >= 2)
     ORDERED: tl.constexpr,
     BLOCK_ROWS: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -76,6 +81,11 @@ def _gather_kernel(
             m_dyn = m_cold & (b_slot >= 0)
             m_cold = m_cold & (b_slot < 0)
             p_dyn = dynamic + b_slot[:, None] * stride_dyn
+        if REUSE:
+            b_prev = tl.load(prev_slot + (b_id - num_hot), mask=m_cold, other=-1).to(tl.int64)
+            m_prev = m_cold & (b_prev >= 0)
+            m_cold = m_cold & (b_prev < 0)
+            p_prev = previous + b_prev[:, None] * stride_prev
         p_hot = hot + b_id[:, None] * stride_hot
         p_cold = cold + b_id[:, None] * stride_cold
         p_out = out + i_r[:, None] * stride_out
@@ -92,6 +102,9 @@ def _gather_kernel(
                 if TIERS == 3:
                     b_dyn = tl.load(p_dyn + o_d[None, :], mask=m_dyn[:, None] & m_d, other=0)
                     b_row = tl.where(m_dyn[:, None], b_dyn, b_row)
+                if REUSE:
+                    b_re = tl.load(p_prev + o_d[None, :], mask=m_prev[:, None] & m_d, other=0)
+                    b_row = tl.where(m_prev[:, None], b_re, b_row)
             tl.store(p_out + o_d[None, :], b_row, mask=m_r[:, None] & m_d)
         block += tl.num_programs(0)
 
@@ -119,6 +132,8 @@ def gather_rows(
     num_hot: int = 0,
     dynamic: torch.Tensor | None = None,
     slot: torch.Tensor | None = None,
+    previous: torch.Tensor | None = None,
+    prev_slot: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Gather ``table[ids]`` into ``out`` on ``ids``'s device.
 
@@ -133,6 +148,10 @@ def gather_rows(
         dynamic: ``[K, D]`` GPU rows of the dynamic cache, or None.
         slot: with ``dynamic``: ``[N - num_hot]`` int32, the row of
             ``dynamic`` that holds table row ``num_hot + j``, or -1.
+        previous: ``[P, D]`` GPU rows of the previous batch, or None.
+        prev_slot: with ``previous``: int32, at least ``N - num_hot``
+            entries, the row of ``previous`` holding table row
+            ``num_hot + j``, or -1 (rows the caches serve are read there).
 
     Returns:
         ``out``.
@@ -164,13 +183,23 @@ def gather_rows(
         if slot.dtype != torch.int32 or slot.shape != (table.size(0) - num_hot,):
             raise ValueError(f"slot must be an int32 tensor of shape [{table.size(0) - num_hot}] "
                              f"(one per row from num_hot on), got {slot.dtype} {tuple(slot.shape)}")
+    if (previous is None) != (prev_slot is None):
+        raise ValueError("previous and prev_slot come together: pass both or neither")
+    if previous is not None:
+        if previous.shape[1:] != table.shape[1:] or previous.dtype != table.dtype:
+            raise ValueError(f"previous must hold rows like table's ({table.size(1)} x {table.dtype}), "
+                             f"got {tuple(previous.shape)} {previous.dtype}")
+        if prev_slot.dtype != torch.int32 or prev_slot.dim() != 1 or \
+                prev_slot.numel() < table.size(0) - num_hot:
+            raise ValueError(f"prev_slot must be a 1-D int32 tensor of at least {table.size(0) - num_hot} "
+                             f"entries, got {prev_slot.dtype} {tuple(prev_slot.shape)}")
     if not use_triton(device):
-        return reference.gather_rows(table, ids, out, hot, num_hot, dynamic, slot)
+        return reference.gather_rows(table, ids, out, hot, num_hot, dynamic, slot, previous, prev_slot)
     check_readable(table, device, "table")
     check_readable(hot, device, "hot")
-    if dynamic is not None:
-        check_readable(dynamic, device, "dynamic")
-        check_readable(slot, device, "slot")
+    for name, t in (("dynamic", dynamic), ("slot", slot), ("previous", previous), ("prev_slot", prev_slot)):
+        if t is not None:
+            check_readable(t, device, name)
     if table.stride(1) != 1 or hot.stride(1) != 1 or out.stride(1) != 1:
         raise ValueError("table, hot and out rows must be contiguous (stride 1 along dim 1)")
     n = ids.numel()
@@ -178,18 +207,21 @@ def gather_rows(
         return out
     from_host = num_hot < table.size(0) and table.device != device
     if num_hot == table.size(0):  # every row from the GPU tier
-        table, num_hot, dynamic = hot, 0, None
-    tiers = 3 if dynamic is not None else 2 if num_hot > 0 else 1
+        table, num_hot, dynamic, previous = hot, 0, None, None
+    tiers = 3 if dynamic is not None else 2 if num_hot > 0 or previous is not None else 1
     if dynamic is None:
         dynamic, slot = table, ids  # not read
+    reuse = previous is not None
+    if not reuse:
+        previous, prev_slot = table, ids  # not read
     order = torch.argsort(ids) if from_host else ids
     block_rows, block_d, num_warps = _launch_settings(table.size(1) * table.element_size(),
                                                       table.element_size(), from_host)
     grid = _num_programs(n, block_rows, from_host, device)
     _gather_kernel[(grid,)](
-        hot, table, dynamic, slot, ids, order, out, n, num_hot, triton.cdiv(n, block_rows),
-        table.size(1),
-        hot.stride(0), table.stride(0), dynamic.stride(0), out.stride(0),
-        TIERS=tiers, ORDERED=from_host, BLOCK_ROWS=block_rows, BLOCK_D=block_d,
+        hot, table, dynamic, slot, previous, prev_slot, ids, order, out, n, num_hot,
+        triton.cdiv(n, block_rows), table.size(1),
+        hot.stride(0), table.stride(0), dynamic.stride(0), previous.stride(0), out.stride(0),
+        TIERS=tiers, REUSE=reuse, ORDERED=from_host, BLOCK_ROWS=block_rows, BLOCK_D=block_d,
         num_warps=num_warps)
     return out

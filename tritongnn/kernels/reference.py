@@ -131,8 +131,9 @@ class IdMap:
                          None if cand_batch is None else new_batch, num_new, per_batch)
 
 
-def gather_rows(table, ids, out, hot=None, num_hot=0, dynamic=None, slot=None):
-    """Reference of ``kernels.gather.gather_rows``."""
+def gather_rows(table, ids, out, hot=None, num_hot=0, dynamic=None, slot=None, previous=None,
+                prev_slot=None):
+    """Reference of ``kernels.gather.gather_rows`` (tiers in the same order)."""
     out.copy_(table.index_select(0, ids.to(table.device)))
     if hot is not None and num_hot > 0:
         m_hot = ids < num_hot
@@ -143,6 +144,14 @@ def gather_rows(table, ids, out, hot=None, num_hot=0, dynamic=None, slot=None):
         row[cold] = slot.to(ids.device)[ids[cold] - num_hot].long()
         m_dyn = row >= 0
         out[m_dyn] = dynamic.index_select(0, row[m_dyn].to(dynamic.device)).to(out.device)
+    if previous is not None:
+        cold = ids >= num_hot
+        if dynamic is not None:
+            cold &= ~m_dyn
+        row = torch.full_like(ids, -1)
+        row[cold] = prev_slot.to(ids.device)[ids[cold] - num_hot].long()
+        m_prev = row >= 0
+        out[m_prev] = previous.index_select(0, row[m_prev].to(previous.device)).to(out.device)
     return out
 
 

@@ -31,9 +31,10 @@ import torch
 from torch_geometric.data import Data
 
 from ..cache.allocator import check_budget, plan_by_degree, plan_cache
-from ..cache.dual import DualCache
+from ..cache.dual import CacheStats, DualCache
 from ..cache.dynamic import DynamicCacheConfig
 from ..cache.profile import AccessProfile, profile_accesses
+from ..cache.reuse import BatchReuse
 from ..graph import CSCGraph
 from ..kernels import gather_rows
 from .sampler import NeighborSampler, check_num_neighbors
@@ -162,6 +163,10 @@ class NeighborLoader:
             None/False (off), True (defaults), or a dict of or a
             ``tritongnn.cache.DynamicCacheConfig``; its share of
             ``cache_budget`` is ``fraction``.
+        reuse: with ``placement="host"``, copy rows the previous batch also
+            gathered on the GPU instead of reading them from host memory
+            again (FastGL's match-reuse, ``tritongnn.cache.reuse``); batches
+            are the same either way.
         **kwargs: other PyG/DataLoader arguments: worker settings warn that
             they have no effect; features not supported yet raise
             ``NotImplementedError`` naming the argument.
@@ -178,8 +183,8 @@ class NeighborLoader:
                  drop_last: bool = False, transform=None, device=None, placement: str = "device",
                  generator: torch.Generator | None = None, seed: int | None = None,
                  prefetch: int = 2, cache_budget=None, cache_profile=None, profile_epochs: int = 3,
-                 cache_policy: str = "profile", dynamic_cache=None, rank: int | None = None,
-                 world_size: int | None = None, **kwargs):
+                 cache_policy: str = "profile", dynamic_cache=None, reuse: bool = False,
+                 rank: int | None = None, world_size: int | None = None, **kwargs):
         _check_kwargs(dict(kwargs, input_time=input_time))
         if isinstance(data, tuple):
             raise NotImplementedError("data as a (FeatureStore, GraphStore) pair is not supported yet")
@@ -206,6 +211,11 @@ class NeighborLoader:
         if cache_budget is not None and placement != "host":
             raise ValueError(f"cache_budget={cache_budget!r} caches a graph kept in host memory: "
                              f"pass placement='host' with it (placement='device' holds it all on the GPU)")
+        if not isinstance(reuse, bool):
+            raise TypeError(f"reuse must be a bool, got {type(reuse).__name__} {reuse!r}")
+        if reuse and placement != "host":
+            raise ValueError("reuse=True saves host reads: it needs placement='host' (with "
+                             "placement='device' every row is in GPU memory already)")
         if cache_policy not in _CACHE_POLICIES:
             raise ValueError(f"cache_policy must be one of {_CACHE_POLICIES}, got {cache_policy!r}")
         dynamic = DynamicCacheConfig.resolve(dynamic_cache)
@@ -249,6 +259,16 @@ class NeighborLoader:
                                        **(self.cache.adjacency_tiers if self.cache else {}))
         self.stats_history: list[dict] = []
         self.times = StageTimes(self.device)
+        # what reads host memory is counted: the cache's counters, or plain ones
+        self.host_stats = None
+        if self.cache is not None:
+            self.host_stats = self.cache.stats
+        elif placement == "host" and self.x is not None:
+            self.host_stats = CacheStats(self.device, self.x.size(1) * self.x.element_size(),
+                                         self.graph.indices.element_size(), self.graph.indptr.element_size())
+        self.reuse = None
+        if reuse and self.x is not None:
+            self.reuse = BatchReuse(num_nodes, self.cache.plan.num_feature if self.cache else 0, self.device)
         self._refresh_bytes = 0  # dynamic cache refresh bytes before this epoch
 
     def _build_cache(self, graph, x, replace, budget, profile, epochs, policy, dynamic) -> DualCache:
@@ -365,14 +385,16 @@ class NeighborLoader:
     def stats(self) -> dict:
         """Statistics of the current (or last) epoch: time in sampling,
         gathering, the model and waiting (``tritongnn.sampling.timing``);
-        with a cache, its hit rates (adjacency, static and dynamic feature
-        caches) and the bytes read from host memory, dynamic refreshes
-        included (``host_bytes``). Completed epochs are in ``stats_history``."""
+        with ``placement="host"``, the rows and lists read from host memory
+        and their bytes (``host_bytes``, dynamic refreshes included), the
+        hit rates of the caches and the rows reused from the previous batch.
+        Completed epochs are in ``stats_history``."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # counts are written on the prefetch stream
         stats = self.times.as_dict()
+        if self.host_stats is not None:
+            stats.update(self.host_stats.as_dict())
         if self.cache is not None:
-            stats.update(self.cache.stats.as_dict())
             dynamic = self.cache.dynamic
             if dynamic is not None:
                 stats.update(dynamic.as_dict())
@@ -463,20 +485,24 @@ class NeighborLoader:
         dynamic = cache.dynamic if cache is not None else None
         n_id = node if cache is None else cache.order[node]
         batch = Data(edge_index=torch.stack([out.row, out.col]), n_id=n_id)
+        reuse = self.reuse
         if self.x is not None:
-            if cache is None:
-                batch.x = gather_rows(self.x, node)
-            elif dynamic is None:
-                batch.x = gather_rows(self.x, node, hot=cache.hot_x, num_hot=cache.plan.num_feature)
-            else:
+            tiers = {} if cache is None else dict(hot=cache.hot_x, num_hot=cache.plan.num_feature)
+            if dynamic is not None:
                 dynamic.before_batch()
-                batch.x = gather_rows(self.x, node, hot=cache.hot_x, num_hot=cache.plan.num_feature,
-                                      dynamic=dynamic.rows, slot=dynamic.slot)
+                tiers.update(dynamic=dynamic.rows, slot=dynamic.slot)
+            if reuse is not None:
+                tiers.update(reuse.gather_args())
+            batch.x = gather_rows(self.x, node, **tiers)
         times.add_batch(start, sampled, gather_start, times.mark())
-        if cache is not None:
-            cache.stats.record(node, out.col, out.num_sampled_nodes, cache.plan.num_feature,
-                               cache.plan.num_adjacency,
-                               dynamic.observe(node) if dynamic is not None else None)
+        if self.host_stats is not None:
+            reused = None
+            if reuse is not None:
+                reused = reuse.served(node, dynamic.slot if dynamic is not None else None)
+                reuse.remember(node, batch.x)
+            self.host_stats.record(node, out.col, out.num_sampled_nodes,
+                                   cache.plan.num_feature if cache else 0, cache.plan.num_adjacency if cache else 0,
+                                   dynamic.observe(node) if dynamic is not None else None, reused)
         if self.x is None or self._set_num_nodes:
             batch.num_nodes = n_id.numel()
         for key, value in self._node_attrs.items():
@@ -497,8 +523,9 @@ class NeighborLoader:
         if self.times.batches:
             self.stats_history.append(self.stats)
             self.times.reset()
+            if self.host_stats is not None:
+                self.host_stats.reset()
             if self.cache is not None:
-                self.cache.stats.reset()
                 if self.cache.dynamic is not None:
                     self._refresh_bytes = self.stats_history[-1]["dynamic_refresh_bytes"]
         if self.cache is not None and self.cache.dynamic is not None:

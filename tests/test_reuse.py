@@ -1,0 +1,65 @@
+"""Match-reuse: rows of the previous batch copied on the GPU, never a
+different batch, fewer host reads."""
+import pytest
+import torch
+
+from tritongnn import NeighborLoader
+
+from test_cache_dynamic import skewed_data
+from test_cache_loader import epoch, row_bytes
+
+
+def assert_same_batches(plain, other):
+    assert len(plain) == len(other)
+    for a, b in zip(plain, other):
+        for key in ("n_id", "x", "edge_index", "y"):
+            assert torch.equal(a[key], b[key]), key
+
+
+def test_reuse_changes_no_batch_and_reads_less(device):
+    data = skewed_data()
+    args = dict(num_neighbors=[3, 2], batch_size=64)
+    _, plain = epoch(data, device=device, **args)
+    host, _ = epoch(data, device=device, placement="host", **args)
+    loader, reused = epoch(data, device=device, placement="host", reuse=True, **args)
+    assert_same_batches(plain, reused)
+    stats, without = loader.stats, host.stats
+    assert without["reused_rows"] == 0 and without["feature_rows_from_host"] == without["feature_rows"]
+    assert stats["reused_rows"] > 0.1 * stats["feature_rows"]  # hubs recur batch after batch
+    assert stats["feature_rows_from_host"] == stats["feature_rows"] - stats["reused_rows"]
+    assert stats["feature_bytes_from_host"] < without["feature_bytes_from_host"]
+
+
+def test_reuse_after_static_and_dynamic_caches(device):
+    data = skewed_data()
+    args = dict(num_neighbors=[3, 2], batch_size=64, placement="host", profile_epochs=1,
+                cache_budget=150 * row_bytes(data), dynamic_cache=dict(fraction=0.3, update_every=2))
+    _, plain = epoch(data, device=device, num_neighbors=[3, 2], batch_size=64)
+    cached, _ = epoch(data, device=device, **args)
+    loader, both = epoch(data, device=device, reuse=True, **args)
+    assert_same_batches(plain, both)
+    s = loader.stats
+    assert s["reused_rows"] > 0
+    assert s["feature_rows_from_host"] == s["feature_rows"] - round(s["feature_rows"] * s["feature_hit_rate"]) \
+        - s["reused_rows"]
+    assert s["host_bytes"] < cached.stats["host_bytes"]
+
+
+def test_reuse_survives_a_loop_that_modifies_x():
+    # the loop may change batch.x in place: the loader reuses its own copy
+    data = skewed_data()
+    args = dict(num_neighbors=[3, 2], batch_size=64, device="cpu")
+    _, plain = epoch(data, **args)
+    loader = NeighborLoader(data, placement="host", reuse=True, shuffle=True, seed=5,
+                            input_nodes=data.train_mask, **args)
+    for a, b in zip(plain, loader):
+        assert torch.equal(a.x, b.x)
+        b.x.zero_()
+
+
+def test_reuse_arguments():
+    data = skewed_data()
+    with pytest.raises(ValueError, match="placement='host'"):
+        NeighborLoader(data, [2], batch_size=8, reuse=True)
+    with pytest.raises(TypeError, match="reuse must be a bool"):
+        NeighborLoader(data, [2], batch_size=8, placement="host", reuse="yes")

@@ -1,0 +1,57 @@
+"""FastGL's match-reuse: rows the previous batch gathered are copied on the
+GPU instead of read again from host memory.
+
+Consecutive batches share nodes (hubs above all). The loader keeps the
+previous batch's feature rows (its own copy: the training loop may modify
+``batch.x`` in place) and a map ``prev_slot`` from each node outside the
+static cache to its row there, or -1. The gather kernel reads a row from the
+static cache, else the dynamic cache, else the previous batch, else host
+memory, in one launch. One previous batch at most is resident.
+"""
+from __future__ import annotations
+
+import torch
+
+
+class BatchReuse:
+    """The previous batch's rows and where each node sits among them.
+
+    Args:
+        num_nodes: N.
+        num_static: F, nodes ``< F`` are in the static cache (never looked up).
+        device: where the rows and the map live.
+    """
+
+    def __init__(self, num_nodes: int, num_static: int, device):
+        self.num_static = num_static
+        self._spare = num_nodes - num_static  # a spare entry: static nodes' writes land there
+        self.prev_slot = torch.full((self._spare + 1,), -1, dtype=torch.int32, device=device)
+        self.rows = None
+        self._node = None
+
+    def _entries(self, node: torch.Tensor) -> torch.Tensor:
+        cold = node - self.num_static
+        return torch.where(cold >= 0, cold, self._spare)
+
+    def gather_args(self) -> dict:
+        """Keyword arguments of ``gather_rows`` for the previous batch."""
+        return {} if self.rows is None else dict(previous=self.rows, prev_slot=self.prev_slot)
+
+    def served(self, node: torch.Tensor, dynamic_slot: torch.Tensor | None = None) -> torch.Tensor:
+        """Rows of a batch (internal ids ``node``, gathered before
+        ``remember``) that came from the previous batch (a device count)."""
+        if self.rows is None:
+            return torch.zeros((), dtype=torch.int64, device=node.device)
+        entry = self._entries(node)
+        hit = (node >= self.num_static) & (self.prev_slot[entry] >= 0)
+        if dynamic_slot is not None:  # the dynamic cache serves first
+            cold = (node - self.num_static).clamp(min=0, max=dynamic_slot.numel() - 1)
+            hit &= dynamic_slot[cold] < 0
+        return hit.sum()
+
+    def remember(self, node: torch.Tensor, x: torch.Tensor) -> None:
+        """Make this batch (ids ``node``, rows ``x``) the previous one."""
+        if self._node is not None:
+            self.prev_slot[self._entries(self._node)] = -1
+        self.prev_slot[self._entries(node)] = torch.arange(node.numel(), dtype=torch.int32, device=node.device)
+        self._node, self.rows = node, x.clone()
