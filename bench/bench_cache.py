@@ -9,7 +9,7 @@ One run, one graph, every configuration side by side (GARDEN's cache study):
 * (iii) dual cache: full-link profile, hot-first relabelling, the budget split
         between adjacency and features by accesses per byte;
 * (iv)  (iii) plus the dynamic (EWMA) feature cache, taking a share of the
-        same budget;
+        same budget; with ``--reuse``, (iii) and (iv) with match-reuse too;
 
 at each budget of ``--budgets-gb``, plus (iii) with a budget that holds
 everything and the all-in-GPU-memory loader (``placement="device"``), and the
@@ -118,7 +118,8 @@ def summary_line(row) -> str:
     hit = lambda k: f"{s[k]:.3f}" if k in s else "  -  "  # noqa: E731
     return (f"{row['name']:34s} epoch {row['epoch_seconds']:7.2f} s  load-only {row['load_epoch_seconds']:7.2f} s  "
             f"feat hit {hit('feature_hit_rate')} (static {hit('static_feature_hit_rate')}, dyn "
-            f"{hit('dynamic_feature_hit_rate')})  adj hit {hit('adjacency_hit_rate')}  "
+            f"{hit('dynamic_feature_hit_rate')}, reused {s.get('reused_rows', 0) / max(1, s.get('feature_rows', 1)):.3f})"
+            f"  adj hit {hit('adjacency_hit_rate')}  "
             f"host {s.get('host_bytes', float('nan')) / GB:6.2f} GB  sample {s['sampling_seconds']:.2f} s "
             f"gather {s['gather_seconds']:.2f} s model {s['model_seconds']:.2f} s wait {s['wait_seconds']:.2f} s")
 
@@ -148,6 +149,8 @@ def main():
     parser.add_argument("--time-limit", type=float, default=540, help="seconds: skip the sweep past this")
     parser.add_argument("--out", default=None, help="append the record to this JSON file")
     parser.add_argument("--csv", default=None, help="write the budget sweep here")
+    parser.add_argument("--reuse", action="store_true",
+                        help="also run (iii) and (iv) with match-reuse (reuse=True) at each budget")
     parser.add_argument("--skip-full", action="store_true",
                         help="skip the everything-cached and all-in-GPU-memory configurations")
     parser.add_argument("--commit", default=None)
@@ -224,6 +227,10 @@ def main():
         run(f"(iv) dual+dynamic {budget:g} GB", "dual+dynamic", placement="host", cache_budget=b,
             dynamic_cache=dynamic)
         run(f"(ii) degree {budget:g} GB", "degree", placement="host", cache_budget=b, cache_policy="degree")
+        if args.reuse:
+            run(f"(iii) dual + reuse {budget:g} GB", "dual+reuse", placement="host", cache_budget=b, reuse=True)
+            run(f"(iv) dual+dynamic + reuse {budget:g} GB", "dual+dynamic+reuse", placement="host",
+                cache_budget=b, dynamic_cache=dynamic, reuse=True)
     run("(i) no cache (UVA)", "none", placement="host")
     if not args.skip_full:
         run("(iii) dual, budget holds all", "dual", placement="host", cache_budget=int(2 * feature_gb * GB))
@@ -280,7 +287,7 @@ def main():
         with open(args.csv, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["policy", "train_epochs", "budget_gb", "feature_hit_rate", "static_feature_hit_rate",
-                        "dynamic_feature_hit_rate", "adjacency_hit_rate", "host_gb_per_epoch",
+                        "dynamic_feature_hit_rate", "reused_share", "adjacency_hit_rate", "host_gb_per_epoch",
                         "epoch_seconds", "load_epoch_seconds"])
             for r in rows:
                 if r["policy"] == "device":
@@ -288,7 +295,8 @@ def main():
                 s = r["train"]
                 w.writerow([r["policy"], r["train_epochs"], 0 if r["budget_gb"] is None else r["budget_gb"],
                             s.get("feature_hit_rate", 0.0), s.get("static_feature_hit_rate", 0.0),
-                            s.get("dynamic_feature_hit_rate", 0.0), s.get("adjacency_hit_rate", 0.0),
+                            s.get("dynamic_feature_hit_rate", 0.0),
+                            s.get("reused_rows", 0) / max(1, s.get("feature_rows", 1)), s.get("adjacency_hit_rate", 0.0),
                             s.get("host_bytes", float("nan")) / GB, r["epoch_seconds"], r["load_epoch_seconds"]])
     print(f"\n{record['gpu']}  commit {record['commit']}  {record['date']}  {record['seconds']:.0f} s")
     for r in rows:
