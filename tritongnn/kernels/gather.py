@@ -124,6 +124,20 @@ def _num_programs(n: int, block_rows: int, from_host: bool, device: torch.device
     return max(1, min(blocks, torch.cuda.get_device_properties(device).multi_processor_count // 4))
 
 
+def _check_slot_tier(table, num_hot, rows, slot, rows_name, slot_name, exact):
+    if (rows is None) != (slot is None):
+        raise ValueError(f"{rows_name} and {slot_name} come together: pass both or neither")
+    if rows is None:
+        return
+    if rows.shape[1:] != table.shape[1:] or rows.dtype != table.dtype:
+        raise ValueError(f"{rows_name} must hold rows like table's ({table.size(1)} x {table.dtype}), "
+                         f"got {tuple(rows.shape)} {rows.dtype}")
+    need = table.size(0) - num_hot
+    if slot.dtype != torch.int32 or slot.dim() != 1 or (slot.numel() != need if exact else slot.numel() < need):
+        raise ValueError(f"{slot_name} must be a 1-D int32 tensor of {'' if exact else 'at least '}{need} "
+                         f"entries (one per row from num_hot on), got {slot.dtype} {tuple(slot.shape)}")
+
+
 def gather_rows(
     table: torch.Tensor,
     ids: torch.Tensor,
@@ -174,25 +188,10 @@ def gather_rows(
     if not 0 <= num_hot <= table.size(0) or hot.size(0) < num_hot or hot.shape[1:] != table.shape[1:]:
         raise ValueError(f"num_hot = {num_hot} with hot of shape {tuple(hot.shape)}: need 0 <= num_hot "
                          f"<= {table.size(0)} rows of width {table.size(1)} in hot")
-    if (dynamic is None) != (slot is None):
-        raise ValueError("dynamic and slot come together: pass both or neither")
-    if dynamic is not None:
-        if dynamic.shape[1:] != table.shape[1:] or dynamic.dtype != table.dtype:
-            raise ValueError(f"dynamic must hold rows like table's ({table.size(1)} x {table.dtype}), "
-                             f"got {tuple(dynamic.shape)} {dynamic.dtype}")
-        if slot.dtype != torch.int32 or slot.shape != (table.size(0) - num_hot,):
-            raise ValueError(f"slot must be an int32 tensor of shape [{table.size(0) - num_hot}] "
-                             f"(one per row from num_hot on), got {slot.dtype} {tuple(slot.shape)}")
-    if (previous is None) != (prev_slot is None):
-        raise ValueError("previous and prev_slot come together: pass both or neither")
-    if previous is not None:
-        if previous.shape[1:] != table.shape[1:] or previous.dtype != table.dtype:
-            raise ValueError(f"previous must hold rows like table's ({table.size(1)} x {table.dtype}), "
-                             f"got {tuple(previous.shape)} {previous.dtype}")
-        if prev_slot.dtype != torch.int32 or prev_slot.dim() != 1 or \
-                prev_slot.numel() < table.size(0) - num_hot:
-            raise ValueError(f"prev_slot must be a 1-D int32 tensor of at least {table.size(0) - num_hot} "
-                             f"entries, got {prev_slot.dtype} {tuple(prev_slot.shape)}")
+    # the tiers found through a slot map: the dynamic cache (one slot per row
+    # from num_hot on) and the previous batch (a spare entry allowed)
+    _check_slot_tier(table, num_hot, dynamic, slot, "dynamic", "slot", exact=True)
+    _check_slot_tier(table, num_hot, previous, prev_slot, "previous", "prev_slot", exact=False)
     if not use_triton(device):
         return reference.gather_rows(table, ids, out, hot, num_hot, dynamic, slot, previous, prev_slot)
     check_readable(table, device, "table")
