@@ -487,7 +487,10 @@ class NeighborLoader:
         batch = Data(edge_index=torch.stack([out.row, out.col]), n_id=n_id)
         reuse = self.reuse
         if self.x is not None:
-            tiers = {} if cache is None else dict(hot=cache.hot_x, num_hot=cache.plan.num_feature)
+            if cache is not None:
+                tiers = dict(hot=cache.hot_x, num_hot=cache.plan.num_feature)
+            else:  # no static tier (with reuse, say so: on a CPU, x would count as one)
+                tiers = {} if reuse is None else dict(hot=self.x[:0], num_hot=0)
             if dynamic is not None:
                 dynamic.before_batch()
                 tiers.update(dynamic=dynamic.rows, slot=dynamic.slot)
