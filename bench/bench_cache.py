@@ -9,7 +9,8 @@ One run, one graph, every configuration side by side (GARDEN's cache study):
 * (iii) dual cache: full-link profile, hot-first relabelling, the budget split
         between adjacency and features by accesses per byte;
 * (iv)  (iii) plus the dynamic (EWMA) feature cache, taking a share of the
-        same budget; with ``--reuse``, (iii) and (iv) with match-reuse too;
+        same budget; with ``--reuse``, (iii) and (iv) with match-reuse too, and
+        (iv) with reuse and match-reorder (groups of 8);
 
 at each budget of ``--budgets-gb``, plus (iii) with a budget that holds
 everything and the all-in-GPU-memory loader (``placement="device"``), and the
@@ -231,6 +232,8 @@ def main():
             run(f"(iii) dual + reuse {budget:g} GB", "dual+reuse", placement="host", cache_budget=b, reuse=True)
             run(f"(iv) dual+dynamic + reuse {budget:g} GB", "dual+dynamic+reuse", placement="host",
                 cache_budget=b, dynamic_cache=dynamic, reuse=True)
+            run(f"(iv) dual+dynamic + reuse + reorder {budget:g} GB", "dual+dynamic+reuse+reorder",
+                placement="host", cache_budget=b, dynamic_cache=dynamic, reuse=True, reorder_group=8)
     run("(i) no cache (UVA)", "none", placement="host")
     if not args.skip_full:
         run("(iii) dual, budget holds all", "dual", placement="host", cache_budget=int(2 * feature_gb * GB))

@@ -6,7 +6,9 @@
 - ``dual``: the relabelled graph and features, their hot prefixes on the
   GPU, the rest in pinned host memory, and the hit counters;
 - ``dynamic``: the bounded EWMA-refreshed feature cache for the rows the
-  static cache misses (GARDEN's ADFC).
+  static cache misses (GARDEN's ADFC);
+- ``reuse``, ``reorder``: rows of the previous batch read on the GPU, and
+  batches ordered so that consecutive ones share the most (FastGL).
 """
 from .allocator import CachePlan, hot_first_order, plan_by_degree, plan_cache
 from .dynamic import DynamicCache, DynamicCacheConfig

@@ -34,6 +34,7 @@ from ..cache.allocator import check_budget, plan_by_degree, plan_cache
 from ..cache.dual import CacheStats, DualCache
 from ..cache.dynamic import DynamicCacheConfig
 from ..cache.profile import AccessProfile, profile_accesses
+from ..cache.reorder import MatchReorder
 from ..cache.reuse import BatchReuse
 from ..graph import CSCGraph
 from ..kernels import gather_rows
@@ -167,6 +168,10 @@ class NeighborLoader:
             gathered on the GPU instead of reading them from host memory
             again (FastGL's match-reuse, ``tritongnn.cache.reuse``); batches
             are the same either way.
+        reorder_group: sample this many batches, then gather them in the
+            order that makes each follow the one it shares most nodes with
+            (FastGL's match-reorder, ``tritongnn.cache.reorder``); 1: off.
+            Batches come in another order, each seed still once per epoch.
         **kwargs: other PyG/DataLoader arguments: worker settings warn that
             they have no effect; features not supported yet raise
             ``NotImplementedError`` naming the argument.
@@ -184,7 +189,7 @@ class NeighborLoader:
                  generator: torch.Generator | None = None, seed: int | None = None,
                  prefetch: int = 2, cache_budget=None, cache_profile=None, profile_epochs: int = 3,
                  cache_policy: str = "profile", dynamic_cache=None, reuse: bool = False,
-                 rank: int | None = None, world_size: int | None = None, **kwargs):
+                 reorder_group: int = 1, rank: int | None = None, world_size: int | None = None, **kwargs):
         _check_kwargs(dict(kwargs, input_time=input_time))
         if isinstance(data, tuple):
             raise NotImplementedError("data as a (FeatureStore, GraphStore) pair is not supported yet")
@@ -216,6 +221,8 @@ class NeighborLoader:
         if reuse and placement != "host":
             raise ValueError("reuse=True saves host reads: it needs placement='host' (with "
                              "placement='device' every row is in GPU memory already)")
+        if reorder_group != 1:  # checked here, before the graph is built
+            MatchReorder(1, reorder_group, "cpu")
         if cache_policy not in _CACHE_POLICIES:
             raise ValueError(f"cache_policy must be one of {_CACHE_POLICIES}, got {cache_policy!r}")
         dynamic = DynamicCacheConfig.resolve(dynamic_cache)
@@ -266,6 +273,7 @@ class NeighborLoader:
         elif placement == "host" and self.x is not None:
             self.host_stats = CacheStats(self.device, self.x.size(1) * self.x.element_size(),
                                          self.graph.indices.element_size(), self.graph.indptr.element_size())
+        self.reorder = MatchReorder(num_nodes, reorder_group, self.device) if reorder_group != 1 else None
         self.reuse = None
         if reuse and self.x is not None:
             self.reuse = BatchReuse(num_nodes, self.cache.plan.num_feature if self.cache else 0, self.device)
@@ -394,6 +402,8 @@ class NeighborLoader:
         stats = self.times.as_dict()
         if self.host_stats is not None:
             stats.update(self.host_stats.as_dict())
+        if self.reorder is not None:
+            stats.update(self.reorder.as_dict())
         if self.cache is not None:
             dynamic = self.cache.dynamic
             if dynamic is not None:
@@ -458,16 +468,31 @@ class NeighborLoader:
         order = order.to(self.device)
         return [order[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size, self.batch_size)]
 
+    def _batches(self, batches, gather_stream=None):
+        """The epoch's batches, built in turn; with ``reorder`` sampled a
+        group at a time and assembled in the group's match order."""
+        if self.reorder is None:
+            for input_id in batches:
+                yield self._make_batch(input_id, gather_stream)
+            return
+        for first in range(0, len(batches), self.reorder.group):
+            group = [self._sample(input_id) for input_id in batches[first:first + self.reorder.group]]
+            for j in self.reorder.order([sampled[1].node for sampled in group]):
+                yield self._finish(*group[j], gather_stream)
+
     def _make_batch(self, input_id: torch.Tensor, gather_stream=None) -> Data:
-        """Sample, then gather and assemble the batch. With ``gather_stream``
-        (the prefetcher's), everything after sampling runs there: the next
-        batch's sampling, on the current stream, overlaps this batch's
-        gather (both wait mostly on UVA reads, neither fills PCIe)."""
-        times = self.times
-        start = times.mark()
-        seeds = self._seeds[input_id]
-        out = self.sampler.sample(seeds, self.generator)
-        sampled = times.mark()
+        return self._finish(*self._sample(input_id), gather_stream)
+
+    def _sample(self, input_id: torch.Tensor):
+        start = self.times.mark()
+        out = self.sampler.sample(self._seeds[input_id], self.generator)
+        return input_id, out, start, self.times.mark()
+
+    def _finish(self, input_id, out, start, sampled, gather_stream=None) -> Data:
+        """Gather and assemble a sampled batch. With ``gather_stream`` (the
+        prefetcher's), this runs there: the next batch's sampling, on the
+        current stream, overlaps this batch's gather (both wait mostly on
+        UVA reads, neither fills PCIe)."""
         if gather_stream is None:
             return self._assemble(input_id, out, start, sampled)
         gather_stream.wait_stream(torch.cuda.current_stream(self.device))
@@ -528,6 +553,8 @@ class NeighborLoader:
             self.times.reset()
             if self.host_stats is not None:
                 self.host_stats.reset()
+            if self.reorder is not None:
+                self.reorder.reset()
             if self.cache is not None:
                 if self.cache.dynamic is not None:
                     self._refresh_bytes = self.stats_history[-1]["dynamic_refresh_bytes"]
@@ -535,7 +562,7 @@ class NeighborLoader:
             self.cache.dynamic.new_epoch()
         batches = self._epoch_batches()
         if self.device.type != "cuda" or self.prefetch == 0:
-            yield from self.times.consumer(self._make_batch(i) for i in batches)
+            yield from self.times.consumer(self._batches(batches))
             return
         yield from self.times.consumer(_Prefetcher(self, batches))
 
@@ -546,7 +573,7 @@ class NeighborLoader:
 
 
 class _Prefetcher:
-    """Runs ``loader._make_batch`` in a producer thread on a side CUDA stream,
+    """Runs ``loader._batches`` in a producer thread on side CUDA streams,
     ``loader.prefetch`` batches ahead of the consumer.
 
     Why a thread and not just a side stream: a training step usually ends in
@@ -585,10 +612,9 @@ class _Prefetcher:
             # wait for the training steps queued behind them.
             self.stream.wait_stream(self.consumer)
             with torch.cuda.stream(self.stream):
-                for input_id in self.batches:
+                for batch in self.loader._batches(self.batches, self.gather_stream):
                     if self.stop.is_set():
                         return
-                    batch = self.loader._make_batch(input_id, self.gather_stream)
                     ready = torch.cuda.Event()
                     ready.record(self.gather_stream)  # after the sampling it waited for
                     if not self._put((batch, ready)):
