@@ -24,6 +24,9 @@ def test_shared_counts_and_greedy_order():
     assert s["reorder_shared_rows_after"] == 3 + 0 + 2
     assert s["reorder_shared_rows_before"] == 0 + 0 + 0
     assert not r._mask.any()  # the masks are cleared for the next group
+    # nodes of the static cache (0..3 here) do not count: batches 0 and 2 share none of the rest
+    cached = MatchReorder(10, 4, "cpu", num_static=4).shared(nodes)
+    assert cached[0, 2] == 0 and cached[2, 2] == 1 and cached[1, 3] == 2
 
 
 def test_bad_group():

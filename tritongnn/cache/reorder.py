@@ -7,7 +7,9 @@ how many host reads reuse saves. The loader samples ``group`` batches, then
 gathers them in this order. The match degree of batch ``b`` after ``a`` is
 ``|a & b| / |b|``, the share of ``b``'s rows ``a`` holds. Greedy: start with
 the group's first batch, then repeatedly take the remaining batch with the
-highest match degree after the last one taken.
+highest match degree after the last one taken. Only nodes outside the static
+cache count (``num_static``): rows the cache serves cost no host read either
+way, and counting them (hubs, shared by every batch) drowns the signal.
 
 The shared counts come from one GPU pass: every node of the group gets a
 bitmask of the batches that hold it (``group <= 63``), and each batch sums
@@ -29,13 +31,14 @@ class MatchReorder:
         num_nodes: N (node ids of the batches are in ``[0, N)``).
         group: batches per group, 2 .. 63.
         device: where the batches' node ids live.
+        num_static: F, nodes ``< F`` (the static cache's) are not counted.
     """
 
-    def __init__(self, num_nodes: int, group: int, device):
+    def __init__(self, num_nodes: int, group: int, device, num_static: int = 0):
         if not isinstance(group, int) or isinstance(group, bool) or not 2 <= group <= MAX_GROUP:
             raise ValueError(f"reorder_group must be an int in [2, {MAX_GROUP}] (1: no reordering), "
                              f"got {group!r}")
-        self.group = group
+        self.group, self.num_static = group, num_static
         self._mask = torch.zeros(num_nodes, dtype=torch.int64, device=device)
         self.reset()
 
@@ -46,12 +49,14 @@ class MatchReorder:
         self.match_before = self.match_after = 0.0  # summed match degrees
 
     def shared(self, nodes: list[torch.Tensor]) -> torch.Tensor:
-        """``[G, G]`` int64 on the host: nodes batch ``a`` shares with ``b``."""
+        """``[G, G]`` int64 on the host: nodes ``>= num_static`` batch ``a``
+        shares with ``b`` (the diagonal: each batch's own)."""
         g = len(nodes)
         bits = torch.arange(g, device=self._mask.device)
         for i, node in enumerate(nodes):  # node ids are unique within a batch: add is or
             self._mask.index_add_(0, node, torch.full_like(node, 1 << i))
-        rows = [((self._mask[node][:, None] >> bits) & 1).sum(0) for node in nodes]
+        rows = [(((self._mask[node][:, None] >> bits) & 1) * (node >= self.num_static)[:, None]).sum(0)
+                for node in nodes]
         for node in nodes:
             self._mask[node] = 0
         return torch.stack(rows).cpu()

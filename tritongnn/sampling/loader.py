@@ -273,7 +273,10 @@ class NeighborLoader:
         elif placement == "host" and self.x is not None:
             self.host_stats = CacheStats(self.device, self.x.size(1) * self.x.element_size(),
                                          self.graph.indices.element_size(), self.graph.indptr.element_size())
-        self.reorder = MatchReorder(num_nodes, reorder_group, self.device) if reorder_group != 1 else None
+        self.reorder = None
+        if reorder_group != 1:
+            self.reorder = MatchReorder(num_nodes, reorder_group, self.device,
+                                        self.cache.plan.num_feature if self.cache else 0)
         self.reuse = None
         if reuse and self.x is not None:
             self.reuse = BatchReuse(num_nodes, self.cache.plan.num_feature if self.cache else 0, self.device)
