@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .._checks import check_positive_int
 from .profile import AccessProfile
 
 
@@ -140,8 +141,7 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     if degree.dim() != 1 or degree.numel() != num_nodes:
         raise ValueError(f"degree must be [{num_nodes}], got shape {tuple(degree.shape)}")
     for name, value in (("row_bytes", row_bytes), ("index_bytes", index_bytes), ("chunks", chunks)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_int(name, value)
     hot = hot_first_order(profile).cpu()  # the feature order, eq. (4)
     degree = degree.cpu()[hot].to(torch.int64)
     # host bytes each node's cached row / list would have saved when profiled
@@ -237,8 +237,7 @@ def plan_by_degree(profile: AccessProfile | None, degree: torch.Tensor, row_byte
     in-neighbours); the loader passes that. Expected hit rates are measured
     against ``profile`` (NaN without one)."""
     budget = check_budget(budget)
-    if not isinstance(row_bytes, int) or isinstance(row_bytes, bool) or row_bytes < 1:
-        raise ValueError(f"row_bytes must be a positive int, got {row_bytes!r}")
+    check_positive_int("row_bytes", row_bytes)
     num_nodes = degree.numel()
     if profile is not None and profile.num_nodes != num_nodes:
         raise ValueError(f"degree has {num_nodes} entries, the profile counts {profile.num_nodes} nodes")

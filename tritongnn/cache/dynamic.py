@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .._checks import check_positive_int
 from ..kernels import gather_rows
 
 
@@ -81,9 +82,7 @@ class DynamicCacheConfig:
             if not ok:
                 raise ValueError(f"dynamic cache {name} must be in (0, 1{')' if top else ']'}, got {value!r}")
         for name in ("update_every", "max_epochs", "patience"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"dynamic cache {name} must be a positive int, got {value!r}")
+            check_positive_int(f"dynamic cache {name}", getattr(self, name))
         if isinstance(self.min_gain, bool) or not isinstance(self.min_gain, (int, float)):
             raise ValueError(f"dynamic cache min_gain must be a number, got {self.min_gain!r}")
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .._checks import check_positive_int
 from ..sampling.sampler import NeighborSampler
 
 
@@ -142,10 +143,8 @@ def profile_accesses(sampler: NeighborSampler, input_nodes: torch.Tensor, batch_
     Returns:
         ``AccessProfile`` with counts on the sampler's device.
     """
-    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
-        raise ValueError(f"epochs must be a positive int, got {epochs!r}")
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    check_positive_int("epochs", epochs)
+    check_positive_int("batch_size", batch_size)
     num_layers = len(sampler.num_neighbors)
     layer_weights = [1.0] * num_layers if layer_weights is None else [float(w) for w in layer_weights]
     weights = depth_weights(num_layers, layer_weights)

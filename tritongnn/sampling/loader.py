@@ -30,6 +30,7 @@ import warnings
 import torch
 from torch_geometric.data import Data
 
+from .._checks import check_positive_int
 from ..cache.allocator import check_budget, plan_by_degree, plan_cache
 from ..cache.dual import CacheStats, DualCache
 from ..cache.dynamic import DynamicCacheConfig
@@ -199,8 +200,7 @@ class NeighborLoader:
             raise TypeError(f"data must be a torch_geometric.data.Data, got {type(data).__name__}")
         if "edge_index" not in data:
             raise NotImplementedError("data without edge_index (e.g. adj_t) is not supported yet")
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        check_positive_int("batch_size", batch_size)
         if placement not in _PLACEMENTS:
             raise ValueError(f"placement must be one of {_PLACEMENTS}, got {placement!r}")
         if not isinstance(prefetch, int) or prefetch < 0:
@@ -285,8 +285,7 @@ class NeighborLoader:
     def _build_cache(self, graph, x, replace, budget, profile, epochs, policy, dynamic) -> DualCache:
         """Profile (or load a profile), plan the split, build the dual cache."""
         budget = self._resolve_budget(budget)
-        if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
-            raise ValueError(f"profile_epochs must be a positive int, got {epochs!r}")
+        check_positive_int("profile_epochs", epochs)
         if policy == "degree":
             if profile is not None and not isinstance(profile, AccessProfile):
                 raise TypeError(f"with cache_policy='degree', cache_profile must be None or an "
