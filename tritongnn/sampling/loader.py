@@ -366,12 +366,14 @@ class NeighborLoader:
         """The static plan and the dynamic cache's rows: the dynamic cache
         takes ``dynamic.fraction`` of the budget, unless the whole budget
         already caches every feature row (then it would hold nothing)."""
-        plan = plan_for(budget)
-        if dynamic is None or plan.num_feature == num_nodes:
-            return plan, 0
-        rows = int(budget * dynamic.fraction) // row_bytes
+        rows = 0 if dynamic is None else int(budget * dynamic.fraction) // row_bytes
         if rows == 0:
-            return plan, 0
+            return plan_for(budget), 0
+        if budget >= num_nodes * row_bytes:  # only then can the whole budget cache every row
+            plan = plan_for(budget)
+            if plan.num_feature == num_nodes:
+                return plan, 0
+        # (planning a 10^7-node profile takes seconds: plan once when the rows cannot all fit)
         return plan_for(budget - rows * row_bytes), rows
 
     def _resolve_budget(self, budget) -> int:
