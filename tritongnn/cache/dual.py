@@ -46,6 +46,12 @@ class CacheStats:
     def __post_init__(self):
         self.reset()
 
+    @classmethod
+    def of(cls, graph: CSCGraph, x: torch.Tensor | None, device) -> "CacheStats":
+        """Counters for reads of ``graph``'s lists and ``x``'s rows."""
+        return cls(device, 0 if x is None else x.size(1) * x.element_size(), graph.indices.element_size(),
+                   graph.indptr.element_size())
+
     def reset(self) -> None:
         # on the device: rows from the static cache, rows from the dynamic
         # cache, lists from the adjacency cache, neighbour picks from host
@@ -139,9 +145,7 @@ class DualCache:
                     prior = profile.inputs.to(order.device)[order][num_feature:].double() / profile.num_batches
                 self.dynamic = DynamicCache(self.x, num_feature, min(dynamic_rows, num_nodes - num_feature),
                                             dynamic, device, prior)
-        row_bytes = 0 if x is None else x.size(1) * x.element_size()
-        self.stats = CacheStats(device, row_bytes, graph.indices.element_size(),
-                                graph.indptr.element_size())
+        self.stats = CacheStats.of(graph, x, device)
 
     @property
     def adjacency_tiers(self) -> dict:

@@ -162,6 +162,7 @@ class DynamicCache:
         self.stopped_because = None
         self.refreshes = 0
         self.rows_replaced = 0
+        self._replaced_before_epoch = 0  # rows_replaced when the current epoch began
         self.stall_seconds = 0.0  # host time the loader's thread spent refreshing
         self._gpu_events: list = []  # (start, end) of each refresh's side-stream work
 
@@ -201,6 +202,7 @@ class DynamicCache:
 
     def new_epoch(self) -> None:
         """Called by the loader when an epoch starts."""
+        self._replaced_before_epoch = self.rows_replaced
         if self.active and self.epochs >= self.config.max_epochs:
             self._stop(f"max_epochs={self.config.max_epochs} reached")
         self.epochs += 1
@@ -311,11 +313,13 @@ class DynamicCache:
         return self.rows.numel() * self.rows.element_size()
 
     def as_dict(self) -> dict:
+        row_bytes = self.x.size(1) * self.x.element_size()
         gpu = sum(a.elapsed_time(b) for a, b in self._gpu_events if b.query()) / 1e3 \
             if self._cuda else float("nan")
         return dict(dynamic_capacity=self.capacity, dynamic_refreshes=self.refreshes,
                     dynamic_rows_replaced=self.rows_replaced,
-                    dynamic_refresh_bytes=self.rows_replaced * self.x.size(1) * self.x.element_size(),
+                    dynamic_refresh_bytes=self.rows_replaced * row_bytes,
+                    dynamic_refresh_bytes_this_epoch=(self.rows_replaced - self._replaced_before_epoch) * row_bytes,
                     dynamic_refresh_stall_seconds=self.stall_seconds,
                     dynamic_refresh_gpu_seconds=gpu,
                     dynamic_hit_rates=list(self._rates),

@@ -24,6 +24,14 @@ import torch
 MAX_GROUP = 63  # batches per group: one bit each in an int64 mask
 
 
+def check_group(group) -> int:
+    """``group`` when it is a valid ``reorder_group`` (2 .. 63), else ValueError."""
+    if not isinstance(group, int) or isinstance(group, bool) or not 2 <= group <= MAX_GROUP:
+        raise ValueError(f"reorder_group must be an int in [2, {MAX_GROUP}] (1: no reordering), "
+                         f"got {group!r}")
+    return group
+
+
 class MatchReorder:
     """Orders groups of batches by shared nodes, and counts what it gained.
 
@@ -35,10 +43,7 @@ class MatchReorder:
     """
 
     def __init__(self, num_nodes: int, group: int, device, num_static: int = 0):
-        if not isinstance(group, int) or isinstance(group, bool) or not 2 <= group <= MAX_GROUP:
-            raise ValueError(f"reorder_group must be an int in [2, {MAX_GROUP}] (1: no reordering), "
-                             f"got {group!r}")
-        self.group, self.num_static = group, num_static
+        self.group, self.num_static = check_group(group), num_static
         self._mask = torch.zeros(num_nodes, dtype=torch.int64, device=device)
         self.reset()
 

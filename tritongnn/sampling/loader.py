@@ -35,7 +35,7 @@ from ..cache.allocator import check_budget, plan_by_degree, plan_cache
 from ..cache.dual import CacheStats, DualCache
 from ..cache.dynamic import DynamicCacheConfig
 from ..cache.profile import AccessProfile, profile_accesses
-from ..cache.reorder import MatchReorder
+from ..cache.reorder import MatchReorder, check_group
 from ..cache.reuse import BatchReuse
 from ..graph import CSCGraph
 from ..kernels import gather_rows
@@ -222,7 +222,7 @@ class NeighborLoader:
             raise ValueError("reuse=True saves host reads: it needs placement='host' (with "
                              "placement='device' every row is in GPU memory already)")
         if reorder_group != 1:  # checked here, before the graph is built
-            MatchReorder(1, reorder_group, "cpu")
+            check_group(reorder_group)
         if cache_policy not in _CACHE_POLICIES:
             raise ValueError(f"cache_policy must be one of {_CACHE_POLICIES}, got {cache_policy!r}")
         dynamic = DynamicCacheConfig.resolve(dynamic_cache)
@@ -266,21 +266,21 @@ class NeighborLoader:
                                        **(self.cache.adjacency_tiers if self.cache else {}))
         self.stats_history: list[dict] = []
         self.times = StageTimes(self.device)
+        # the cached prefixes: features and lists of internal ids below these are on the GPU
+        self._num_feature, self._num_adjacency = \
+            (self.cache.plan.num_feature, self.cache.plan.num_adjacency) if self.cache else (0, 0)
         # what reads host memory is counted: the cache's counters, or plain ones
         self.host_stats = None
         if self.cache is not None:
             self.host_stats = self.cache.stats
         elif placement == "host" and self.x is not None:
-            self.host_stats = CacheStats(self.device, self.x.size(1) * self.x.element_size(),
-                                         self.graph.indices.element_size(), self.graph.indptr.element_size())
+            self.host_stats = CacheStats.of(self.graph, self.x, self.device)
         self.reorder = None
         if reorder_group != 1:
-            self.reorder = MatchReorder(num_nodes, reorder_group, self.device,
-                                        self.cache.plan.num_feature if self.cache else 0)
+            self.reorder = MatchReorder(num_nodes, reorder_group, self.device, self._num_feature)
         self.reuse = None
         if reuse and self.x is not None:
-            self.reuse = BatchReuse(num_nodes, self.cache.plan.num_feature if self.cache else 0, self.device)
-        self._refresh_bytes = 0  # dynamic cache refresh bytes before this epoch
+            self.reuse = BatchReuse(num_nodes, self._num_feature, self.device)
 
     def _build_cache(self, graph, x, replace, budget, profile, epochs, policy, dynamic) -> DualCache:
         """Profile (or load a profile), plan the split, build the dual cache."""
@@ -412,9 +412,7 @@ class NeighborLoader:
             dynamic = self.cache.dynamic
             if dynamic is not None:
                 stats.update(dynamic.as_dict())
-                refresh = stats["dynamic_refresh_bytes"] - self._refresh_bytes
-                stats["dynamic_refresh_bytes_this_epoch"] = refresh
-                stats["host_bytes"] += refresh
+                stats["host_bytes"] += stats["dynamic_refresh_bytes_this_epoch"]
         return stats
 
     def _split_attributes(self, data: Data, num_nodes: int) -> None:
@@ -517,7 +515,7 @@ class NeighborLoader:
         reuse = self.reuse
         if self.x is not None:
             if cache is not None:
-                tiers = dict(hot=cache.hot_x, num_hot=cache.plan.num_feature)
+                tiers = dict(hot=cache.hot_x, num_hot=self._num_feature)
             else:  # no static tier (with reuse, say so: on a CPU, x would count as one)
                 tiers = {} if reuse is None else dict(hot=self.x[:0], num_hot=0)
             if dynamic is not None:
@@ -532,8 +530,7 @@ class NeighborLoader:
             if reuse is not None:
                 reused = reuse.served(node, dynamic.slot if dynamic is not None else None)
                 reuse.remember(node, batch.x)
-            self.host_stats.record(node, out.col, out.num_sampled_nodes,
-                                   cache.plan.num_feature if cache else 0, cache.plan.num_adjacency if cache else 0,
+            self.host_stats.record(node, out.col, out.num_sampled_nodes, self._num_feature, self._num_adjacency,
                                    dynamic.observe(node) if dynamic is not None else None, reused)
         if self.x is None or self._set_num_nodes:
             batch.num_nodes = n_id.numel()
@@ -559,9 +556,6 @@ class NeighborLoader:
                 self.host_stats.reset()
             if self.reorder is not None:
                 self.reorder.reset()
-            if self.cache is not None:
-                if self.cache.dynamic is not None:
-                    self._refresh_bytes = self.stats_history[-1]["dynamic_refresh_bytes"]
         if self.cache is not None and self.cache.dynamic is not None:
             self.cache.dynamic.new_epoch()
         batches = self._epoch_batches()
