@@ -85,49 +85,41 @@ def pair(aggr, **kwargs):
     return ours, theirs
 
 
-@pytest.mark.parametrize("aggr", ["mean", "sum"])
-@pytest.mark.parametrize("kwargs", [{}, {"root_weight": False}, {"normalize": True}, {"project": True}])
-def test_sageconv_is_a_drop_in(device, aggr, kwargs):
-    ours, theirs = pair(aggr, **kwargs)
-    ours, theirs = ours.to(device), theirs.to(device)
-    g = torch.Generator().manual_seed(3)
+def assert_same_layer(ours, theirs, device, seed, with_weight=False):
+    """Both layers on one random graph: the same outputs, and the same
+    gradients to x (and edge weights) and to every parameter."""
+    g = torch.Generator().manual_seed(seed)
     x = torch.randn(40, 12, generator=g)
     edge_index = torch.randint(0, 40, (2, 150), generator=g)
+    edge_weight = torch.rand(150, generator=g) if with_weight else None
     outs, grads = [], []
     with reference_on_cpu():
-        for layer in (ours, theirs):
-            xi = x.clone().to(device).requires_grad_()
-            out = layer(xi, edge_index.to(device))
+        for layer in (ours.to(device), theirs.to(device)):
+            leaves = [x.clone().to(device).requires_grad_()]
+            if with_weight:
+                leaves.append(edge_weight.clone().to(device).requires_grad_())
+            out = layer(leaves[0], edge_index.to(device), *leaves[1:])
             out.square().sum().backward()
             outs.append(out.detach().cpu())
-            grads.append([xi.grad.cpu()] + [p.grad.cpu() for p in layer.parameters()])
+            grads.append([t.grad.cpu() for t in leaves] + [p.grad.cpu() for p in layer.parameters()])
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-5)
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("aggr", ["mean", "sum"])
+@pytest.mark.parametrize("kwargs", [{}, {"root_weight": False}, {"normalize": True}, {"project": True}])
+def test_sageconv_is_a_drop_in(device, aggr, kwargs):
+    assert_same_layer(*pair(aggr, **kwargs), device, seed=3)
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"improved": True}, {"add_self_loops": False},
                                     {"normalize": False}])
 def test_gcnconv_is_a_drop_in(device, kwargs):
     torch.manual_seed(0)
-    ours, theirs = GCNConv(12, 7, **kwargs).to(device), PyGGCNConv(12, 7, **kwargs).to(device)
+    ours, theirs = GCNConv(12, 7, **kwargs), PyGGCNConv(12, 7, **kwargs)
     theirs.load_state_dict(ours.state_dict())
-    g = torch.Generator().manual_seed(4)
-    x = torch.randn(40, 12, generator=g)
-    edge_index = torch.randint(0, 40, (2, 150), generator=g)
-    edge_weight = torch.rand(150, generator=g)
-    outs, grads = [], []
-    with reference_on_cpu():
-        for layer in (ours, theirs):
-            xi = x.clone().to(device).requires_grad_()
-            wi = edge_weight.clone().to(device).requires_grad_()
-            out = layer(xi, edge_index.to(device), wi)
-            out.square().sum().backward()
-            outs.append(out.detach().cpu())
-            grads.append([xi.grad.cpu(), wi.grad.cpu()] + [p.grad.cpu() for p in layer.parameters()])
-    torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-5)
-    for a, b in zip(*grads):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    assert_same_layer(ours, theirs, device, seed=4, with_weight=True)
 
 
 @reference_on_cpu()
