@@ -73,6 +73,10 @@ def test_aggregate_bad_arguments():
         aggregate(x, torch.zeros(2, 1, dtype=torch.int64), 1, "max")
     with pytest.raises(ValueError, match="edge_index"):
         aggregate(x, torch.zeros(3, 1, dtype=torch.int64), 1)
+    with pytest.raises(ValueError, match="edge_weight"):
+        aggregate(x, torch.zeros(2, 3, dtype=torch.int64), 1, edge_weight=torch.ones(2))
+    with pytest.raises(ValueError, match="x must be 2-D"):
+        aggregate(x[0], torch.zeros(2, 3, dtype=torch.int64), 1)
 
 
 # The layers' own tests: PyG's contract, on the CPU through the reference
