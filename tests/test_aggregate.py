@@ -1,16 +1,21 @@
 """Aggregation kernel against PyG's scatter, forward and backward; the
 drop-in SAGEConv and GraphSAGE against PyG's."""
+import importlib
+
 import pytest
 import torch
 from hypothesis import given, strategies as st
 from torch_geometric.nn import GCNConv as PyGGCNConv
 from torch_geometric.nn import GraphSAGE as PyGGraphSAGE
 from torch_geometric.nn import SAGEConv as PyGSAGEConv
+from torch_geometric.nn import SimpleConv as PyGSimpleConv
 from torch_geometric.utils import scatter
 
 from tritongnn.kernels._launch import reference_on_cpu
 from tritongnn.kernels.aggregate import aggregate
-from tritongnn.nn import GCNConv, GraphSAGE, SAGEConv
+from tritongnn.nn import GCNConv, GraphSAGE, SAGEConv, SimpleConv
+
+agg = importlib.import_module("tritongnn.kernels.aggregate")  # the module, not the function
 
 
 @st.composite
@@ -34,8 +39,10 @@ def blocks(draw):
     return num_src, num_dst, torch.stack([src, dst]), width, seed
 
 
+@pytest.mark.parametrize("backward", ["atomic", "sorted"])
 @given(block=blocks(), reduce=st.sampled_from(["sum", "mean"]), weighted=st.booleans())
-def test_aggregate_matches_scatter_forward_and_backward(device, block, reduce, weighted):
+def test_aggregate_matches_scatter_forward_and_backward(device, backward, block, reduce, weighted, monkeypatch):
+    monkeypatch.setattr(agg, "BACKWARD", backward)
     num_src, num_dst, edge_index, width, seed = block
     g = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(num_src, width, generator=g)
@@ -57,6 +64,25 @@ def test_aggregate_matches_scatter_forward_and_backward(device, block, reduce, w
     torch.testing.assert_close(ours_x.grad.cpu(), grad_of(ref_x, x), rtol=1e-5, atol=1e-5)
     if weighted:
         torch.testing.assert_close(ours_w.grad.cpu(), grad_of(ref_w, w), rtol=1e-4, atol=1e-5)
+
+
+def test_grouping_is_shared_by_layers_and_renewed_on_change(device):
+    # The layers of a model share one edge_index: sorted once, reused while
+    # it lives unchanged; an in-place change regroups.
+    g = torch.Generator().manual_seed(3)
+    edge_index = torch.stack([torch.randint(0, 9, (40,), generator=g),
+                              torch.randint(0, 5, (40,), generator=g)]).to(device)
+    x = torch.randn(9, 4, generator=g).to(device)
+    first = agg._grouping(edge_index, 9, 5)
+    assert agg._grouping(edge_index, 9, 5) is first
+    assert agg._grouping(edge_index, 9, 6) is not first  # other sizes
+    edge_index[0] = edge_index[0].flip(0).clone()
+    expected = scatter(x[edge_index[0]], edge_index[1], dim=0, dim_size=5, reduce="sum")
+    torch.testing.assert_close(aggregate(x, edge_index, 5), expected)
+    assert agg._grouping(edge_index, 9, 5) is not first
+    key = id(edge_index)
+    del edge_index
+    assert key not in agg._GROUPINGS  # freed with its edge_index
 
 
 def test_aggregate_half_precision_accumulates_in_float32(device):
@@ -126,6 +152,23 @@ def test_gcnconv_is_a_drop_in(device, kwargs):
     assert_same_layer(ours, theirs, device, seed=4, with_weight=True)
 
 
+class _Scaled(torch.nn.Module):  # SimpleConv has no parameters: give the test one
+    def __init__(self, conv):
+        super().__init__()
+        self.conv, self.lin = conv, torch.nn.Linear(12, 7)
+
+    def forward(self, x, edge_index, edge_weight=None):
+        return self.lin(self.conv(x, edge_index, edge_weight))
+
+
+@pytest.mark.parametrize("aggr", ["mean", "sum"])
+def test_simpleconv_is_a_drop_in(device, aggr):
+    torch.manual_seed(0)
+    ours, theirs = _Scaled(SimpleConv(aggr)), _Scaled(PyGSimpleConv(aggr))
+    theirs.load_state_dict(ours.state_dict())
+    assert_same_layer(ours, theirs, device, seed=5, with_weight=True)
+
+
 @reference_on_cpu()
 def test_sageconv_bipartite_and_fallback():
     ours, theirs = pair("mean")
@@ -173,5 +216,6 @@ def test_layers_route_through_the_kernel(monkeypatch):
         SAGEConv(12, 4)(x, edge_index)
         SAGEConv(12, 4, aggr="sum")(x, edge_index)
         GCNConv(12, 4)(x, edge_index)
+        SimpleConv("mean")(x, edge_index)
         SAGEConv(12, 4, aggr="max")(x, edge_index)  # falls back
-    assert calls == ["mean", "sum", "sum"]
+    assert calls == ["mean", "sum", "sum", "mean"]

@@ -16,6 +16,8 @@ Partial sums accumulate in float32 whatever the feature dtype.
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 import triton
 import triton.language as tl
@@ -35,28 +37,86 @@ def _segment_sum_kernel(
     D: tl.constexpr,
     stride_x, stride_out,
     WEIGHTED: tl.constexpr,
+    SEGS: tl.constexpr,     # consecutive segments per program, one after the other
     BLOCK_E: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
-    segment = tl.program_id(0).to(tl.int64)
     o_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     m_d = o_d < D
-    start = tl.load(indptr + segment)
-    end = tl.load(indptr + segment + 1)
-    acc = tl.zeros([BLOCK_D], dtype=tl.float32)
-    e = start
-    while e < end:  # a while loop: the interpreter cannot range() over loaded bounds
-        o_e = e + tl.arange(0, BLOCK_E)
-        m_e = o_e < end
-        b_index = tl.load(index + o_e, mask=m_e, other=0)
-        b_rows = tl.load(x + b_index[:, None] * stride_x + o_d[None, :],
-                         mask=m_e[:, None] & m_d[None, :], other=0).to(tl.float32)
-        if WEIGHTED:
-            b_w = tl.load(weight + o_e, mask=m_e, other=0)
-            b_rows = b_rows * b_w[:, None]
-        acc += tl.sum(b_rows, axis=0)
-        e += BLOCK_E
-    tl.store(out + segment * stride_out + o_d, acc.to(out.dtype.element_ty), mask=m_d)
+    for k in tl.static_range(SEGS):
+        segment = tl.program_id(0).to(tl.int64) * SEGS + k
+        if segment < num_segments:
+            start = tl.load(indptr + segment)
+            end = tl.load(indptr + segment + 1)
+            acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+            e = start
+            while e < end:  # a while loop: the interpreter cannot range() over loaded bounds
+                o_e = e + tl.arange(0, BLOCK_E)
+                m_e = o_e < end
+                b_index = tl.load(index + o_e, mask=m_e, other=0)
+                b_rows = tl.load(x + b_index[:, None] * stride_x + o_d[None, :],
+                                 mask=m_e[:, None] & m_d[None, :], other=0).to(tl.float32)  # [BE, BD]
+                if WEIGHTED:
+                    b_w = tl.load(weight + o_e, mask=m_e, other=0)
+                    b_rows = b_rows * b_w[:, None]
+                acc += tl.sum(b_rows, axis=0)
+                e += BLOCK_E
+            tl.store(out + segment * stride_out + o_d, acc.to(out.dtype.element_ty), mask=m_d)
+
+
+@triton.jit(do_not_specialize=["num_segments"])
+def _scatter_add_kernel(
+    grad,       # [num_segments, D] one row per segment (destination)
+    indptr,     # [num_segments + 1] int64 segment bounds, as for _segment_sum_kernel
+    index,      # [E] int64 row of out each edge adds to, grouped by segment
+    weight,     # [E] float32 (if WEIGHTED)
+    out,        # [N, D] float32, zeroed: out[index[e]] += weight[e] * grad[segment of e]
+    num_segments,
+    D: tl.constexpr,
+    stride_grad, stride_out,
+    WEIGHTED: tl.constexpr,
+    SEGS: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    o_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    m_d = o_d < D
+    for k in tl.static_range(SEGS):
+        segment = tl.program_id(0).to(tl.int64) * SEGS + k
+        if segment < num_segments:
+            start = tl.load(indptr + segment)
+            end = tl.load(indptr + segment + 1)
+            b_grad = tl.load(grad + segment * stride_grad + o_d, mask=m_d & (start < end),
+                             other=0).to(tl.float32)  # [BD], read once for all its edges
+            e = start
+            while e < end:
+                o_e = e + tl.arange(0, BLOCK_E)
+                m_e = o_e < end
+                b_index = tl.load(index + o_e, mask=m_e, other=0)
+                b_rows = tl.broadcast_to(b_grad[None, :], (BLOCK_E, BLOCK_D))
+                if WEIGHTED:
+                    b_w = tl.load(weight + o_e, mask=m_e, other=0)
+                    b_rows = b_rows * b_w[:, None]
+                tl.atomic_add(out + b_index[:, None] * stride_out + o_d[None, :], b_rows,
+                              mask=m_e[:, None] & m_d[None, :], sem="relaxed")
+                e += BLOCK_E
+
+
+def _launch_settings(width: int) -> dict:
+    """SEGS, BLOCK_E, BLOCK_D and warps of both kernels (see the module
+    docstring for the measurements behind them)."""
+    # at least 16 columns: narrower tiles save nothing, and a [BLOCK_E, 1]
+    # atomic_add loses repeated addresses under Triton 3.6's interpreter
+    block_d = min(max(16, next_power_of_2(width)), interpreted_block(LAUNCH["BLOCK_D"], 256))
+    return dict(SEGS=interpreted_block(LAUNCH["SEGS"], 1), BLOCK_E=interpreted_block(LAUNCH["BLOCK_E"], 128),
+                BLOCK_D=block_d, num_warps=LAUNCH["num_warps"])
+
+
+LAUNCH = dict(SEGS=4, BLOCK_E=32, BLOCK_D=128, num_warps=4)
+
+
+def _grid(num_segments: int, width: int, settings: dict):
+    return (triton.cdiv(num_segments, settings["SEGS"]), triton.cdiv(width, settings["BLOCK_D"]))
 
 
 def segment_sum(x: torch.Tensor, indptr: torch.Tensor, index: torch.Tensor,
@@ -79,47 +139,133 @@ def segment_sum(x: torch.Tensor, indptr: torch.Tensor, index: torch.Tensor,
     if num_segments == 0 or x.size(1) == 0:
         return out.zero_()
     x = x.contiguous()
-    block_d = min(next_power_of_2(x.size(1)), interpreted_block(128, 256))
-    grid = (num_segments, triton.cdiv(x.size(1), block_d))
-    _segment_sum_kernel[grid](
+    settings = _launch_settings(x.size(1))
+    _segment_sum_kernel[_grid(num_segments, x.size(1), settings)](
         x, indptr, index, weight if weight is not None else indptr, out, num_segments,
-        x.size(1), x.stride(0), out.stride(0),
-        WEIGHTED=weight is not None, BLOCK_E=interpreted_block(16, 128), BLOCK_D=block_d, num_warps=4)
+        x.size(1), x.stride(0), out.stride(0), WEIGHTED=weight is not None, **settings)
     return out
 
 
-def _grouped(key: torch.Tensor, num_segments: int):
-    """Edge order grouping ``key`` (stable) and the segment bounds."""
-    perm = torch.argsort(key, stable=True)
+def scatter_add(grad: torch.Tensor, indptr: torch.Tensor, index: torch.Tensor,
+                weight: torch.Tensor | None, num_rows: int) -> torch.Tensor:
+    """The transpose of ``segment_sum`` without regrouping the edges:
+    ``out[index[e]] += weight[e] * grad[s]`` for every edge ``e`` of segment
+    ``s``, with float32 atomics (summation order varies run to run, like
+    PyG's ``index_add``).
+
+    Args:
+        grad: ``[S, D]`` one row per segment.
+        indptr, index, weight: the segments, as for ``segment_sum``.
+        num_rows: rows of the output (``index`` in ``[0, num_rows)``).
+
+    Returns:
+        ``[num_rows, D]`` float32.
+    """
+    out = torch.zeros((num_rows, grad.size(1)), dtype=torch.float32, device=grad.device)
+    num_segments = indptr.numel() - 1
+    if not use_triton(grad.device):
+        return reference.scatter_add(grad, indptr, index, weight, out)
+    if num_segments == 0 or grad.size(1) == 0 or index.numel() == 0:
+        return out
+    grad = grad.contiguous()
+    settings = _launch_settings(grad.size(1))
+    _scatter_add_kernel[_grid(num_segments, grad.size(1), settings)](
+        grad, indptr, index, weight if weight is not None else indptr, out, num_segments,
+        grad.size(1), grad.stride(0), out.stride(0), WEIGHTED=weight is not None, **settings)
+    return out
+
+
+def _segments(key: torch.Tensor, num_segments: int, presorted: bool):
+    """Edge order grouping ``key`` (None: already grouped) and segment bounds."""
+    if presorted:
+        bounds = torch.arange(num_segments + 1, dtype=key.dtype, device=key.device)
+        return None, torch.searchsorted(key, bounds)
+    # 32-bit keys sort in half the radix passes of 64-bit ones
+    narrow = key.to(torch.int32) if num_segments < 2**31 else key
+    perm = torch.sort(narrow, stable=True).indices
     counts = torch.bincount(key, minlength=num_segments)
     indptr = torch.zeros(num_segments + 1, dtype=torch.int64, device=key.device)
     torch.cumsum(counts, 0, out=indptr[1:])
     return perm, indptr
 
 
+class Grouping:
+    """The orders of one ``edge_index`` that both passes read: edges grouped
+    by destination (forward) and, for the sorted backward, by source.
+
+    A model applies every layer to the same ``edge_index``, so ``aggregate``
+    keeps the grouping of the last few it met (while they live and are not
+    modified in place) and sorts once per batch, not once per layer and pass.
+    A sampled block's edges already come grouped by destination, which one
+    comparison pass detects: no sort at all there. Only derived tensors are
+    held, never ``edge_index`` or a view of it, so the cache does not keep a
+    batch alive.
+    """
+
+    def __init__(self, dst: torch.Tensor, num_src: int, num_dst: int):
+        self.num_src, self.num_dst = num_src, num_dst
+        presorted = dst.numel() < 2 or bool((dst[1:] >= dst[:-1]).all())
+        self.dst_perm, self.dst_indptr = _segments(dst, num_dst, presorted)
+        self._by_src = None
+
+    def by_dst(self, t: torch.Tensor) -> torch.Tensor:
+        return t if self.dst_perm is None else t[self.dst_perm]
+
+    def by_src(self, src: torch.Tensor):
+        if self._by_src is None:
+            self._by_src = _segments(src, self.num_src, False)
+        return self._by_src
+
+
+_GROUPINGS: dict = {}  # id(edge_index) -> (weakref, version, sizes, Grouping)
+_GROUPINGS_MAX = 4
+
+
+def _grouping(edge_index: torch.Tensor, num_src: int, num_dst: int) -> Grouping:
+    key = id(edge_index)
+    entry = _GROUPINGS.get(key)
+    if entry is not None and entry[0]() is edge_index and entry[1] == edge_index._version \
+            and entry[2] == (num_src, num_dst):
+        return entry[3]
+    grouping = Grouping(edge_index[1], num_src, num_dst)
+    while len(_GROUPINGS) >= _GROUPINGS_MAX:
+        _GROUPINGS.pop(next(iter(_GROUPINGS)))
+    ref = weakref.ref(edge_index, lambda _, key=key: _GROUPINGS.pop(key, None))
+    _GROUPINGS[key] = (ref, edge_index._version, (num_src, num_dst), grouping)
+    return grouping
+
+
+BACKWARD = "atomic"  # or "sorted": regroup the edges by source and sum (deterministic)
+
+
 class _Aggregate(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, src, dst, num_dst: int, mean: bool, edge_weight):
-        perm, indptr = _grouped(dst, num_dst)
+    def forward(ctx, x, src, dst, grouping: Grouping, mean: bool, edge_weight):
+        indptr = grouping.dst_indptr
         weight = None if edge_weight is None else edge_weight.to(torch.float32)
         inverse = None
         if mean:
             degree = (indptr[1:] - indptr[:-1]).clamp(min=1).to(torch.float32)
             inverse = (1.0 / degree)[dst]
             weight = inverse if weight is None else weight * inverse
-        out = segment_sum(x, indptr, src[perm], None if weight is None else weight[perm])
+        out = segment_sum(x, indptr, grouping.by_dst(src), None if weight is None else grouping.by_dst(weight))
         ctx.save_for_backward(x, src, dst, weight, inverse)
-        ctx.num_src, ctx.mean = x.size(0), mean
+        ctx.grouping, ctx.mean = grouping, mean
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
         x, src, dst, weight, inverse = ctx.saved_tensors
+        grouping = ctx.grouping
         grad_out = grad_out.contiguous()
         grad_x = grad_weight = None
         if ctx.needs_input_grad[0]:
-            perm, indptr = _grouped(src, ctx.num_src)
-            grad_x = segment_sum(grad_out, indptr, dst[perm], None if weight is None else weight[perm])
+            if BACKWARD == "atomic":
+                grad_x = scatter_add(grad_out, grouping.dst_indptr, grouping.by_dst(src),
+                                     None if weight is None else grouping.by_dst(weight), x.size(0)).to(x.dtype)
+            else:
+                perm, indptr = grouping.by_src(src)
+                grad_x = segment_sum(grad_out, indptr, dst[perm], None if weight is None else weight[perm])
         if ctx.needs_input_grad[5]:  # d out[dst_e] / d w_e = x[src_e] (/ degree for mean)
             grad_weight = (grad_out[dst].float() * x[src].float()).sum(1)
             if ctx.mean:
@@ -153,5 +299,5 @@ def aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_dst: int, reduce: s
     if edge_weight is not None and edge_weight.shape != (edge_index.size(1),):
         raise ValueError(f"edge_weight must have shape [{edge_index.size(1)}] (one per edge), "
                          f"got {tuple(edge_weight.shape)}")
-    src, dst = edge_index[0], edge_index[1]
-    return _Aggregate.apply(x, src, dst, int(num_dst), reduce == "mean", edge_weight)
+    grouping = _grouping(edge_index, x.size(0), int(num_dst))
+    return _Aggregate.apply(x, edge_index[0], edge_index[1], grouping, reduce == "mean", edge_weight)

@@ -167,3 +167,15 @@ def segment_sum(x, indptr, index, weight, out):
     acc = torch.zeros((num_segments, x.size(1)), dtype=torch.float32, device=x.device)
     acc.index_add_(0, segment, rows)
     return out.copy_(acc)
+
+
+def scatter_add(grad, indptr, index, weight, out):
+    """Reference of ``kernels.aggregate.scatter_add``: ``out[index[e]] +=
+    weight[e] * grad[segment of e]`` (``out`` float32, zeroed)."""
+    counts = indptr[1:] - indptr[:-1]
+    segment = torch.repeat_interleave(torch.arange(indptr.numel() - 1, device=grad.device), counts,
+                                      output_size=index.numel())
+    rows = grad.index_select(0, segment).float()
+    if weight is not None:
+        rows = rows * weight[:, None]
+    return out.index_add_(0, index, rows)

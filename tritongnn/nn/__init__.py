@@ -1,11 +1,11 @@
 """Drop-in PyG layers whose neighbour aggregation runs in a Triton kernel.
 
-``tritongnn.nn.SAGEConv`` and ``tritongnn.nn.GCNConv`` are PyG's layers
+``tritongnn.nn.SAGEConv``, ``GCNConv`` and ``SimpleConv`` are PyG's layers
 (same arguments, parameters and outputs) with the sum/mean aggregation of
 ``kernels.aggregate`` in place of message materialisation plus scatter;
 ``tritongnn.nn.GraphSAGE`` is PyG's ``GraphSAGE`` built from ``SAGEConv``. Anything the kernel does not cover (other
 aggregations, sparse adjacency, explain mode, hooks) falls back to PyG.
 """
-from .conv import GCNConv, GraphSAGE, SAGEConv
+from .conv import GCNConv, GraphSAGE, SAGEConv, SimpleConv
 
-__all__ = ["SAGEConv", "GCNConv", "GraphSAGE"]
+__all__ = ["SAGEConv", "GCNConv", "SimpleConv", "GraphSAGE"]

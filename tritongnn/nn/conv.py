@@ -5,6 +5,7 @@ import torch
 from torch_geometric.nn import GCNConv as PyGGCNConv
 from torch_geometric.nn import GraphSAGE as PyGGraphSAGE
 from torch_geometric.nn import SAGEConv as PyGSAGEConv
+from torch_geometric.nn import SimpleConv as PyGSimpleConv
 from torch_geometric.nn.conv import MessagePassing
 
 from ..kernels.aggregate import aggregate
@@ -46,6 +47,13 @@ class SAGEConv(_KernelPropagate, PyGSAGEConv):
 class GCNConv(_KernelPropagate, PyGGCNConv):
     """PyG's ``GCNConv``; ``propagate`` aggregates the normalised messages in
     one Triton kernel."""
+
+    propagate = _KernelPropagate.propagate
+
+
+class SimpleConv(_KernelPropagate, PyGSimpleConv):
+    """PyG's parameter-free ``SimpleConv`` (sum or mean of the optionally
+    weighted neighbour features); aggregates in one Triton kernel."""
 
     propagate = _KernelPropagate.propagate
 
