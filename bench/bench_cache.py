@@ -150,6 +150,11 @@ def main():
     parser.add_argument("--time-limit", type=float, default=540, help="seconds: skip the sweep past this")
     parser.add_argument("--out", default=None, help="append the record to this JSON file")
     parser.add_argument("--csv", default=None, help="write the budget sweep here")
+    parser.add_argument("--only", nargs="+", default=None, metavar="POLICY",
+                        help="run only these policies (none, degree, dual, dual+dynamic, dual+reuse, "
+                             "dual+dynamic+reuse, dual+dynamic+reuse+reorder, device)")
+    parser.add_argument("--model", choices=["pyg", "tritongnn"], default="pyg",
+                        help="GraphSAGE from torch_geometric.nn or tritongnn.nn (Triton aggregation)")
     parser.add_argument("--reuse", action="store_true",
                         help="also run (iii) and (iv) with match-reuse (reuse=True) at each budget")
     parser.add_argument("--skip-full", action="store_true",
@@ -185,7 +190,7 @@ def main():
                     train_seeds=int(data.train_mask.sum()),
                     seeds_from=f"classes < {args.train_classes}" if args.train_classes else "every node",
                     num_neighbors=args.num_neighbors,
-                    batch_size=args.batch_size, model=f"GraphSAGE hidden {args.hidden}, 3 layers",
+                    batch_size=args.batch_size, model=f"GraphSAGE ({args.model}) hidden {args.hidden}, 3 layers",
                     epochs=args.epochs, profile_epochs=args.profile_epochs,
                     dynamic=dict(fraction=args.dynamic_fraction, decay=args.decay,
                                  update_every=args.update_every), generation_seconds=round(generation, 2),
@@ -193,7 +198,10 @@ def main():
     print(json.dumps(settings), flush=True)
 
     def make_model():
-        from torch_geometric.nn import GraphSAGE
+        if args.model == "pyg":
+            from torch_geometric.nn import GraphSAGE
+        else:
+            from tritongnn.nn import GraphSAGE
         torch.manual_seed(0)
         model = GraphSAGE(args.features, args.hidden, num_layers=3, out_channels=args.classes).to(device)
         return model, torch.optim.Adam(model.parameters(), lr=0.003)
@@ -204,6 +212,8 @@ def main():
 
     def run(name, policy, train_epochs=args.epochs, **kwargs):
         nonlocal profile
+        if args.only is not None and policy.split(" ")[0] not in args.only:
+            return None
         if profile is not None and "cache_budget" in kwargs:
             kwargs.setdefault("cache_profile", profile)
         row, prof = run_config(name, data, args, device, kwargs, make_model, train_epochs)

@@ -39,10 +39,8 @@ def blocks(draw):
     return num_src, num_dst, torch.stack([src, dst]), width, seed
 
 
-@pytest.mark.parametrize("backward", ["atomic", "sorted"])
 @given(block=blocks(), reduce=st.sampled_from(["sum", "mean"]), weighted=st.booleans())
-def test_aggregate_matches_scatter_forward_and_backward(device, backward, block, reduce, weighted, monkeypatch):
-    monkeypatch.setattr(agg, "BACKWARD", backward)
+def test_aggregate_matches_scatter_forward_and_backward(device, block, reduce, weighted):
     num_src, num_dst, edge_index, width, seed = block
     g = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(num_src, width, generator=g)
