@@ -60,11 +60,13 @@ def host_memory() -> dict:
     return out
 
 
-def train_epoch(loader, model, optimizer):
+def train_epoch(loader, model, optimizer, trim=False):
     import torch.nn.functional as F
     for batch in loader:
         optimizer.zero_grad(set_to_none=True)
-        out = model(batch.x, batch.edge_index)[:batch.batch_size]
+        kwargs = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                      num_sampled_edges_per_hop=batch.num_sampled_edges) if trim else {}
+        out = model(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
         loss = F.cross_entropy(out, batch.y[:batch.batch_size])
         loss.backward()
         optimizer.step()
@@ -90,7 +92,7 @@ def run_config(name, data, args, device, loader_kwargs, make_model, train_epochs
     build = time.perf_counter() - start
     if train_epochs:
         model, optimizer = make_model()
-        train = [train_epoch(loader, model, optimizer) for _ in range(train_epochs)]
+        train = [train_epoch(loader, model, optimizer, args.trim) for _ in range(train_epochs)]
         load = load_epoch(loader)
     else:  # the sweep: the loader alone, one epoch to warm up, one measured
         model = optimizer = None
@@ -155,6 +157,9 @@ def main():
                              "dual+dynamic+reuse, dual+dynamic+reuse+reorder, device)")
     parser.add_argument("--model", choices=["pyg", "tritongnn"], default="pyg",
                         help="GraphSAGE from torch_geometric.nn or tritongnn.nn (Triton aggregation)")
+    parser.add_argument("--trim", action="store_true",
+                        help="PyG's layer-wise trimming (num_sampled_nodes_per_hop): layer l computes only "
+                             "the nodes later layers need")
     parser.add_argument("--reuse", action="store_true",
                         help="also run (iii) and (iv) with match-reuse (reuse=True) at each budget")
     parser.add_argument("--skip-full", action="store_true",
@@ -190,7 +195,8 @@ def main():
                     train_seeds=int(data.train_mask.sum()),
                     seeds_from=f"classes < {args.train_classes}" if args.train_classes else "every node",
                     num_neighbors=args.num_neighbors,
-                    batch_size=args.batch_size, model=f"GraphSAGE ({args.model}) hidden {args.hidden}, 3 layers",
+                    batch_size=args.batch_size, model=f"GraphSAGE ({args.model}) hidden {args.hidden}, 3 layers"
+                          + (", trimmed per layer" if args.trim else ""),
                     epochs=args.epochs, profile_epochs=args.profile_epochs,
                     dynamic=dict(fraction=args.dynamic_fraction, decay=args.decay,
                                  update_every=args.update_every), generation_seconds=round(generation, 2),
