@@ -10,7 +10,8 @@ One run, one graph, every configuration side by side (GARDEN's cache study):
         between adjacency and features by accesses per byte;
 * (iv)  (iii) plus the dynamic (EWMA) feature cache, taking a share of the
         same budget; with ``--reuse``, (iii) and (iv) with match-reuse too, and
-        (iv) with reuse and match-reorder (groups of 8);
+        (iv) with reuse and match-reorder (groups of 8), and (iv) with each
+        group of 8 batches' host rows read once (``reuse="group"``);
 
 at each budget of ``--budgets-gb``, plus (iii) with a budget that holds
 everything and the all-in-GPU-memory loader (``placement="device"``), and the
@@ -154,7 +155,7 @@ def main():
     parser.add_argument("--csv", default=None, help="write the budget sweep here")
     parser.add_argument("--only", nargs="+", default=None, metavar="POLICY",
                         help="run only these policies (none, degree, dual, dual+dynamic, dual+reuse, "
-                             "dual+dynamic+reuse, dual+dynamic+reuse+reorder, device)")
+                             "dual+dynamic+reuse, dual+dynamic+reuse+reorder, dual+dynamic+group, device)")
     parser.add_argument("--model", choices=["pyg", "tritongnn"], default="pyg",
                         help="GraphSAGE from torch_geometric.nn or tritongnn.nn (Triton aggregation)")
     parser.add_argument("--trim", action="store_true",
@@ -250,6 +251,8 @@ def main():
                 cache_budget=b, dynamic_cache=dynamic, reuse=True)
             run(f"(iv) dual+dynamic + reuse + reorder {budget:g} GB", "dual+dynamic+reuse+reorder",
                 placement="host", cache_budget=b, dynamic_cache=dynamic, reuse=True, reorder_group=8)
+            run(f"(iv) dual+dynamic + group reuse {budget:g} GB", "dual+dynamic+group",
+                placement="host", cache_budget=b, dynamic_cache=dynamic, reuse="group", reorder_group=8)
     run("(i) no cache (UVA)", "none", placement="host")
     if not args.skip_full:
         run("(iii) dual, budget holds all", "dual", placement="host", cache_budget=int(2 * feature_gb * GB))

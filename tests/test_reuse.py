@@ -61,5 +61,36 @@ def test_reuse_arguments():
     data = skewed_data()
     with pytest.raises(ValueError, match="placement='host'"):
         NeighborLoader(data, [2], batch_size=8, reuse=True)
-    with pytest.raises(TypeError, match="reuse must be a bool"):
+    with pytest.raises(TypeError, match="reuse must be a bool or 'group'"):
         NeighborLoader(data, [2], batch_size=8, placement="host", reuse="yes")
+    with pytest.raises(ValueError, match="reorder_group > 1"):
+        NeighborLoader(data, [2], batch_size=8, placement="host", reuse="group")
+
+
+def test_group_reuse_reads_each_host_row_once_per_group(device):
+    # reuse="group": the same batches as without it, and exactly the
+    # distinct rows of each group of batches read from host memory
+    data = skewed_data()
+    args = dict(num_neighbors=[3, 2], batch_size=64, placement="host", reorder_group=4)
+    _, plain = epoch(data, device=device, **args)
+    loader, grouped = epoch(data, device=device, reuse="group", **args)
+    assert_same_batches(plain, grouped)
+    distinct = sum(torch.unique(torch.cat([b.n_id for b in grouped[i:i + 4]])).numel()
+                   for i in range(0, len(grouped), 4))
+    s = loader.stats
+    assert s["staged_rows"] == distinct
+    assert s["feature_rows_from_host"] == distinct < s["feature_rows"]
+    previous, _ = epoch(data, device=device, reuse=True, **args)
+    assert s["feature_bytes_from_host"] < previous.stats["feature_bytes_from_host"]
+
+
+def test_group_reuse_after_static_and_dynamic_caches(device):
+    data = skewed_data()
+    args = dict(num_neighbors=[3, 2], batch_size=64, placement="host", profile_epochs=1, reorder_group=3,
+                cache_budget=150 * row_bytes(data), dynamic_cache=dict(fraction=0.3, update_every=2))
+    cached, plain = epoch(data, device=device, **args)  # the reorder sees the static cache: same order
+    loader, grouped = epoch(data, device=device, reuse="group", **args)
+    assert_same_batches(plain, grouped)
+    s = loader.stats
+    assert 0 < s["staged_rows"] < s["reused_rows"]  # each staged row served at least once
+    assert s["host_bytes"] < cached.stats["host_bytes"]

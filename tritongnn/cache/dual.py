@@ -55,8 +55,9 @@ class CacheStats:
     def reset(self) -> None:
         # on the device: rows from the static cache, rows from the dynamic
         # cache, lists from the adjacency cache, neighbour picks from host
-        # lists, rows copied from the previous batch
-        self._counts = torch.zeros(5, dtype=torch.int64, device=self.device)
+        # lists, rows copied from the previous batch (or a group's staging
+        # buffer), rows staged for a group (read from host once)
+        self._counts = torch.zeros(6, dtype=torch.int64, device=self.device)
         self.batches = self._rows = self._lists = 0  # known on the host: no sync to count them
 
     def record(self, node: torch.Tensor, col: torch.Tensor, num_sampled_nodes: list[int],
@@ -72,15 +73,20 @@ class CacheStats:
             zero if dynamic_served is None else dynamic_served,
             (node[:num_expanded] < num_adjacency).sum(),
             (node[col] >= num_adjacency).sum(),
-            zero if reused is None else reused])
+            zero if reused is None else reused, zero])
         self.batches += 1
         self._rows += node.numel()
         self._lists += num_expanded
 
+    def record_staged(self, rows: torch.Tensor) -> None:
+        """Count ``rows`` (a device scalar) read from host memory into a
+        group's staging buffer (``GroupReuse``)."""
+        self._counts[5] += rows
+
     def as_dict(self) -> dict:
         rows, lists = self._rows, self._lists
-        static, dynamic, list_hits, host_picks, reused = self._counts.tolist()
-        from_host = rows - static - dynamic - reused
+        static, dynamic, list_hits, host_picks, reused, staged = self._counts.tolist()
+        from_host = rows - static - dynamic - reused + staged
         lists_from_host = lists - list_hits
         feature_bytes = from_host * self.row_bytes
         # a list read from the host: its indptr pair, then the picked entries
@@ -88,7 +94,7 @@ class CacheStats:
         return dict(feature_hit_rate=(static + dynamic) / rows if rows else float("nan"),
                     static_feature_hit_rate=static / rows if rows else float("nan"),
                     dynamic_feature_hit_rate=dynamic / rows if rows else float("nan"),
-                    reused_rows=reused,
+                    reused_rows=reused, staged_rows=staged,
                     adjacency_hit_rate=list_hits / lists if lists else float("nan"),
                     feature_rows=rows, feature_rows_from_host=from_host,
                     feature_bytes_from_host=feature_bytes,

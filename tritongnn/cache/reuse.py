@@ -55,3 +55,71 @@ class BatchReuse:
             self.prev_slot[self._entries(self._node)] = -1
         self.prev_slot[self._entries(node)] = torch.arange(node.numel(), dtype=torch.int32, device=node.device)
         self._node, self.rows = node, x.clone()
+
+
+class GroupReuse:
+    """Every host row a group of batches needs, read from host memory once.
+
+    Match-reuse keeps one previous batch, so a row shared by batches further
+    apart is read again; with seeds shuffled uniformly every pair of batches
+    overlaps about equally and no order helps (measured: 5.5 % of rows
+    reused at a 2 GB budget, reorder adding nothing). Here, once a group of
+    batches has been sampled (``reorder_group``), the union of their rows
+    outside the static and dynamic caches is gathered in one launch, ids
+    sorted (rows that share a 64 KB host page are read together), into a
+    staging buffer; each batch's gather then reads those rows there, through
+    the gather kernel's "previous" tier. The staging buffer holds the
+    group's distinct host rows, and is released after the group.
+
+    Args:
+        num_nodes: N.
+        num_static: F, nodes ``< F`` are in the static cache.
+        device: where the staging rows and the map live.
+    """
+
+    def __init__(self, num_nodes: int, num_static: int, device):
+        self.num_static = num_static
+        self.slot = torch.full((num_nodes - num_static + 1,), -1, dtype=torch.int32, device=device)
+        self.rows = None
+        self._staged = None
+
+    def stage(self, table: torch.Tensor, nodes: list[torch.Tensor],
+              dynamic_slot: torch.Tensor | None = None) -> torch.Tensor:
+        """Gather the distinct rows of ``nodes`` (internal ids of each batch
+        of the group) that no cache holds; returns their count (a device
+        scalar: the host rows the group reads)."""
+        from ..kernels import gather_rows
+        self.release()
+        ids = torch.cat(nodes)
+        cold = ids[ids >= self.num_static]
+        if dynamic_slot is not None:
+            cold = cold[dynamic_slot[cold - self.num_static] < 0]
+        staged = torch.unique(cold)  # sorted
+        self.rows = gather_rows(table, staged)
+        self.slot[staged - self.num_static] = torch.arange(staged.numel(), dtype=torch.int32,
+                                                           device=staged.device)
+        self._staged = staged
+        return torch.tensor(staged.numel(), dtype=torch.int64, device=staged.device)
+
+    def gather_args(self) -> dict:
+        return {} if self.rows is None else dict(previous=self.rows, prev_slot=self.slot)
+
+    def served(self, node: torch.Tensor, dynamic_slot: torch.Tensor | None = None) -> torch.Tensor:
+        """Rows of a batch read from the staging buffer (a device count)."""
+        if self.rows is None:
+            return torch.zeros((), dtype=torch.int64, device=node.device)
+        cold = (node - self.num_static).clamp(min=0)
+        hit = (node >= self.num_static) & (self.slot[cold] >= 0)
+        if dynamic_slot is not None:  # the dynamic cache serves first
+            hit &= dynamic_slot[cold.clamp(max=dynamic_slot.numel() - 1)] < 0
+        return hit.sum()
+
+    def remember(self, node: torch.Tensor, x: torch.Tensor) -> None:
+        """Nothing to keep per batch: the group's rows stay staged until the
+        next group is (``stage``)."""
+
+    def release(self) -> None:
+        """Forget the group: its map entries back to -1, its rows freed."""
+        if self._staged is not None:
+            self.slot[self._staged - self.num_static] = -1
+        self._staged = self.rows = None

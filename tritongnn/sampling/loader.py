@@ -36,7 +36,7 @@ from ..cache.dual import CacheStats, DualCache
 from ..cache.dynamic import DynamicCacheConfig
 from ..cache.profile import AccessProfile, profile_accesses
 from ..cache.reorder import MatchReorder, check_group
-from ..cache.reuse import BatchReuse
+from ..cache.reuse import BatchReuse, GroupReuse
 from ..graph import CSCGraph
 from ..kernels import gather_rows
 from .sampler import NeighborSampler, check_num_neighbors
@@ -165,10 +165,12 @@ class NeighborLoader:
             None/False (off), True (defaults), or a dict of or a
             ``tritongnn.cache.DynamicCacheConfig``; its share of
             ``cache_budget`` is ``fraction``.
-        reuse: with ``placement="host"``, copy rows the previous batch also
-            gathered on the GPU instead of reading them from host memory
-            again (FastGL's match-reuse, ``tritongnn.cache.reuse``); batches
-            are the same either way.
+        reuse: with ``placement="host"``, rows read from host memory are
+            reused on the GPU instead of read again (``tritongnn.cache.reuse``;
+            batches are the same either way): ``True``, the previous batch's
+            rows (FastGL's match-reuse); ``"group"``, every row a group of
+            ``reorder_group`` batches needs is read once, into a staging
+            buffer of the group's distinct host rows; ``False``: off.
         reorder_group: sample this many batches, then gather them in the
             order that makes each follow the one it shares most nodes with
             (FastGL's match-reorder, ``tritongnn.cache.reorder``); 1: off.
@@ -189,7 +191,7 @@ class NeighborLoader:
                  drop_last: bool = False, transform=None, device=None, placement: str = "device",
                  generator: torch.Generator | None = None, seed: int | None = None,
                  prefetch: int = 2, cache_budget=None, cache_profile=None, profile_epochs: int = 3,
-                 cache_policy: str = "profile", dynamic_cache=None, reuse: bool = False,
+                 cache_policy: str = "profile", dynamic_cache=None, reuse: bool | str = False,
                  reorder_group: int = 1, rank: int | None = None, world_size: int | None = None, **kwargs):
         _check_kwargs(dict(kwargs, input_time=input_time))
         if isinstance(data, tuple):
@@ -216,13 +218,16 @@ class NeighborLoader:
         if cache_budget is not None and placement != "host":
             raise ValueError(f"cache_budget={cache_budget!r} caches a graph kept in host memory: "
                              f"pass placement='host' with it (placement='device' holds it all on the GPU)")
-        if not isinstance(reuse, bool):
-            raise TypeError(f"reuse must be a bool, got {type(reuse).__name__} {reuse!r}")
+        if not isinstance(reuse, bool) and reuse != "group":
+            raise TypeError(f"reuse must be a bool or 'group', got {type(reuse).__name__} {reuse!r}")
         if reuse and placement != "host":
-            raise ValueError("reuse=True saves host reads: it needs placement='host' (with "
-                             "placement='device' every row is in GPU memory already)")
+            raise ValueError(f"reuse={reuse!r} saves host reads: it needs placement='host' (with "
+                             f"placement='device' every row is in GPU memory already)")
         if reorder_group != 1:  # checked here, before the graph is built
             check_group(reorder_group)
+        if reuse == "group" and reorder_group == 1:
+            raise ValueError("reuse='group' reads each host row once per group of batches: pass "
+                             "reorder_group > 1 (the group size) with it")
         if cache_policy not in _CACHE_POLICIES:
             raise ValueError(f"cache_policy must be one of {_CACHE_POLICIES}, got {cache_policy!r}")
         dynamic = DynamicCacheConfig.resolve(dynamic_cache)
@@ -280,7 +285,8 @@ class NeighborLoader:
             self.reorder = MatchReorder(num_nodes, reorder_group, self.device, self._num_feature)
         self.reuse = None
         if reuse and self.x is not None:
-            self.reuse = BatchReuse(num_nodes, self._num_feature, self.device)
+            kind = GroupReuse if reuse == "group" else BatchReuse
+            self.reuse = kind(num_nodes, self._num_feature, self.device)
 
     def _build_cache(self, graph, x, replace, budget, profile, epochs, policy, dynamic) -> DualCache:
         """Profile (or load a profile), plan the split, build the dual cache."""
@@ -479,8 +485,31 @@ class NeighborLoader:
             return
         for first in range(0, len(batches), self.reorder.group):
             group = [self._sample(input_id) for input_id in batches[first:first + self.reorder.group]]
-            for j in self.reorder.order([sampled[1].node for sampled in group]):
+            nodes = [sampled[1].node for sampled in group]
+            if isinstance(self.reuse, GroupReuse):
+                self._on_gather_stream(self._stage, gather_stream, nodes)
+            for j in self.reorder.order(nodes):
                 yield self._finish(*group[j], gather_stream)
+
+    def _stage(self, nodes) -> None:
+        """Read the group's host rows once (``GroupReuse``)."""
+        dynamic = self.cache.dynamic if self.cache is not None else None
+        # against the dynamic cache as it is now: a row it takes in or drops
+        # mid-group is read from there or from host by the batch's gather
+        staged = self.reuse.stage(self.x, nodes, dynamic.slot if dynamic is not None else None)
+        if self.host_stats is not None:
+            self.host_stats.record_staged(staged)
+
+    def _on_gather_stream(self, fn, gather_stream, tensors):
+        """``fn(tensors)`` on ``gather_stream`` (after the current stream's
+        work), or here without one."""
+        if gather_stream is None:
+            return fn(tensors)
+        gather_stream.wait_stream(torch.cuda.current_stream(self.device))
+        for t in tensors:
+            t.record_stream(gather_stream)  # made on this stream, read on that one
+        with torch.cuda.stream(gather_stream):
+            return fn(tensors)
 
     def _make_batch(self, input_id: torch.Tensor, gather_stream=None) -> Data:
         return self._finish(*self._sample(input_id), gather_stream)
@@ -495,14 +524,9 @@ class NeighborLoader:
         prefetcher's), this runs there: the next batch's sampling, on the
         current stream, overlaps this batch's gather (both wait mostly on
         UVA reads, neither fills PCIe)."""
-        if gather_stream is None:
-            return self._assemble(input_id, out, start, sampled)
-        gather_stream.wait_stream(torch.cuda.current_stream(self.device))
-        for t in (input_id, out.node, out.row, out.col, out.edge):
-            if t is not None:
-                t.record_stream(gather_stream)  # made on this stream, read on that one
-        with torch.cuda.stream(gather_stream):
-            return self._assemble(input_id, out, start, sampled)
+        tensors = [t for t in (input_id, out.node, out.row, out.col, out.edge) if t is not None]
+        return self._on_gather_stream(lambda _: self._assemble(input_id, out, start, sampled),
+                                      gather_stream, tensors)
 
     def _assemble(self, input_id, out, start, sampled) -> Data:
         times = self.times
