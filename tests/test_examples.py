@@ -30,15 +30,19 @@ def test_train_example_with_the_cache(capsys):
 
 def test_train_example_under_torchrun_with_gloo(tmp_path):
     # the same script, two processes, no GPU: gloo, DDP, seeds sharded by
-    # rank (140 Cora seeds, batch 32: 3 batches per rank), rank 0 prints
+    # rank (140 Cora seeds, batch 32: 3 batches per rank), rank 0 prints;
+    # placement="host": the two ranks share one host copy, and every rank's
+    # host memory is printed at the end
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # the reference path on CPU
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                           "-m", "tritongnn.examples.train", "--dataset", "cora", "--epochs", "3",
-                          "--device", "cpu"],
+                          "--device", "cpu", "--placement", "host"],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout
     assert "data parallel: 2 ranks (gloo), 3 batches per rank per epoch" in out
+    assert "one copy per host, shared by 2 ranks" in out
+    assert "rank 0: rss" in out and "rank 1: rss" in out and "shared memory (Shmem)" in out
     assert out.count("final test accuracy") == 1
     accuracy = float(out.rsplit("Cora", 1)[1])
     assert accuracy > 0.6

@@ -20,19 +20,66 @@ from .dynamic import DynamicCache, DynamicCacheConfig
 from .profile import AccessProfile, lists_read
 
 
-def _relabel_rows(x: torch.Tensor, order: torch.Tensor, pin: bool) -> torch.Tensor:
-    """``x[order]`` in host memory (pinned when ``pin``), written once: the
-    table may be larger than the GPU, and a copy then a pin would hold it
-    three times."""
+def _relabel_rows(x: torch.Tensor, order: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``x[order]`` written into ``out`` (host memory), once: the table may be
+    larger than the GPU, and a copy then a pin would hold it three times."""
     if x.device.type != "cpu":  # on a GPU: permute in row chunks, copy each out
-        out = torch.empty(x.shape, dtype=x.dtype, pin_memory=pin)
         step = max(1, (1 << 28) // max(1, x.size(1) * x.element_size()))
         order = order.to(x.device)
         for begin in range(0, x.size(0), step):
             out[begin:begin + step].copy_(x[order[begin:begin + step]])
         return out
-    out = torch.empty(x.shape, dtype=x.dtype, pin_memory=pin)
     return torch.index_select(x, 0, order.cpu(), out=out)
+
+
+def relabel_tiers(graph: CSCGraph | None, x: torch.Tensor | None, plan: CachePlan, device,
+                  host_empty=None) -> tuple[CSCGraph | None, torch.Tensor | None]:
+    """The graph and the features renamed by ``plan.order``, each where the
+    dual cache reads it: on ``device`` when the plan caches all of it, else
+    in host memory (pinned on a GPU), from which the cache copies its prefix.
+
+    Args:
+        graph: the graph in the user's ids, or None (None comes back).
+        x: ``[N, D]`` features in the user's ids, or None (None comes back).
+        plan: the ``CachePlan``; ``plan.order[new] = old``.
+        device: the device the cache serves.
+        host_empty: ``host_empty(name, shape, dtype) -> tensor``: where to
+            write the arrays that stay in host memory (``"indptr"``,
+            ``"indices"``, ``"edge_perm"``, ``"x"``), e.g. a host copy
+            shared by the ranks of a host
+            (``tritongnn.host_memory.SharedHostArrays.empty``); default:
+            fresh host memory, pinned on a GPU.
+
+    Returns:
+        ``(graph, x)`` relabelled.
+    """
+    device = torch.device(device)
+    num_nodes = plan.order.numel()
+    relabelled_graph = relabelled_x = None
+    if graph is not None:
+        if graph.num_nodes != num_nodes:
+            raise ValueError(f"the cache plan orders {num_nodes} nodes, the graph has {graph.num_nodes}")
+        work = device if device.type == "cuda" else graph.device  # where to relabel
+        relabelled = graph.to(work).relabel(plan.order.to(work))
+        if plan.num_adjacency == num_nodes:  # every list cached: one tier, on the device
+            relabelled_graph = relabelled.to(device)
+        elif host_empty is None:
+            relabelled_graph = relabelled.pin_memory() if device.type == "cuda" else relabelled.to("cpu")
+        else:
+            arrays = [None if t is None else host_empty(name, t.shape, t.dtype).copy_(t)
+                      for name, t in (("indptr", relabelled.indptr), ("indices", relabelled.indices),
+                                      ("edge_perm", relabelled.edge_perm))]
+            relabelled_graph = CSCGraph(*arrays, validate=False)
+    if x is not None:
+        if x.size(0) != num_nodes:
+            raise ValueError(f"the cache plan orders {num_nodes} nodes, x has {x.size(0)} rows")
+        if plan.num_feature == num_nodes:  # permuted where x lives, then moved: one copy on the GPU
+            relabelled_x = x[plan.order.to(x.device)].to(device)
+        else:
+            out = (torch.empty(x.shape, dtype=x.dtype, pin_memory=device.type == "cuda") if host_empty is None
+                   else host_empty("x", x.shape, x.dtype))
+            relabelled_x = _relabel_rows(x, plan.order, out)
+    return relabelled_graph, relabelled_x
 
 
 @dataclass
@@ -119,37 +166,62 @@ class DualCache:
 
     def __init__(self, graph: CSCGraph, x: torch.Tensor | None, plan: CachePlan, device,
                  dynamic: DynamicCacheConfig | None = None, dynamic_rows: int = 0,
-                 profile: AccessProfile | None = None):
+                 profile: AccessProfile | None = None, host_empty=None):
+        if plan.order.numel() != graph.num_nodes:
+            raise ValueError(f"the cache plan orders {plan.order.numel()} nodes, the graph has {graph.num_nodes}")
+        graph, x = relabel_tiers(graph, x, plan, device, host_empty)
+        self._build(graph, x, plan, device, dynamic, dynamic_rows, profile)
+
+    @classmethod
+    def from_relabelled(cls, graph: CSCGraph, x: torch.Tensor | None, plan: CachePlan, device,
+                        dynamic: DynamicCacheConfig | None = None, dynamic_rows: int = 0,
+                        profile: AccessProfile | None = None) -> "DualCache":
+        """The cache over a graph and features already renamed by ``plan``
+        and placed as ``relabel_tiers`` places them (e.g. a host copy another
+        rank of this host wrote): only the GPU tiers are built here.
+
+        Args:
+            graph, x: as ``relabel_tiers`` returns them.
+            plan, device, dynamic, dynamic_rows, profile: as for ``DualCache``.
+
+        Returns:
+            The ``DualCache``.
+        """
+        num_nodes = plan.order.numel()
+        if graph.num_nodes != num_nodes or (x is not None and x.size(0) != num_nodes):
+            raise ValueError(f"the cache plan orders {num_nodes} nodes, the relabelled graph has "
+                             f"{graph.num_nodes} and x {None if x is None else x.size(0)} rows")
+        cache = cls.__new__(cls)
+        cache._build(graph, x, plan, device, dynamic, dynamic_rows, profile)
+        return cache
+
+    def _build(self, graph: CSCGraph, x: torch.Tensor | None, plan: CachePlan, device,
+               dynamic: DynamicCacheConfig | None, dynamic_rows: int, profile: AccessProfile | None) -> None:
         device = torch.device(device)
         self.plan, self.device = plan, device
         num_nodes = graph.num_nodes
-        if plan.order.numel() != num_nodes:
-            raise ValueError(f"the cache plan orders {plan.order.numel()} nodes, the graph has {num_nodes}")
-        work = device if device.type == "cuda" else graph.device  # where to relabel
-        order = plan.order.to(work)
-        relabelled = graph.to(work).relabel(order)
-        self.order, self.new_id = order.to(device), inverse_permutation(order).to(device)
+        self.order = plan.order.to(device)
+        self.new_id = inverse_permutation(self.order)
         num_adjacency, num_feature = plan.num_adjacency, plan.num_feature
-
-        if num_adjacency == num_nodes:  # every list cached: one tier, on the device
-            self.graph, self.hot_indptr, self.hot_indices = relabelled.to(device), None, None
+        self.graph = graph
+        if num_adjacency == num_nodes:  # one tier, on the device
+            self.hot_indptr = self.hot_indices = None
         else:
-            self.graph = relabelled.pin_memory() if device.type == "cuda" else relabelled.to("cpu")
-            self.hot_indptr = relabelled.indptr[:num_adjacency + 1].to(device).clone()
-            self.hot_indices = relabelled.indices[:int(relabelled.indptr[num_adjacency])].to(device).clone()
+            self.hot_indptr = graph.indptr[:num_adjacency + 1].to(device).clone()
+            self.hot_indices = graph.indices[:int(graph.indptr[num_adjacency])].to(device).clone()
         self.dynamic = None
+        self.x = x
         if x is None:
-            self.x = self.hot_x = None
-        elif num_feature == num_nodes:  # permuted where x lives, then moved: one copy on the GPU
-            self.x = self.hot_x = x[order.to(x.device)].to(device)
+            self.hot_x = None
+        elif num_feature == num_nodes:  # one tier, on the device
+            self.hot_x = x
         else:
-            self.x = _relabel_rows(x, order, pin=device.type == "cuda")
-            self.hot_x = self.x[:num_feature].to(device)
+            self.hot_x = x[:num_feature].to(device)
             if dynamic is not None and dynamic_rows > 0:
                 prior = None
                 if profile is not None and profile.num_batches:  # gathers per batch, outside the static cache
-                    prior = profile.inputs.to(order.device)[order][num_feature:].double() / profile.num_batches
-                self.dynamic = DynamicCache(self.x, num_feature, min(dynamic_rows, num_nodes - num_feature),
+                    prior = profile.inputs.to(device)[self.order][num_feature:].double() / profile.num_batches
+                self.dynamic = DynamicCache(x, num_feature, min(dynamic_rows, num_nodes - num_feature),
                                             dynamic, device, prior)
         self.stats = CacheStats.of(graph, x, device)
 

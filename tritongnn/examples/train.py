@@ -19,7 +19,12 @@ Usage::
 Under ``torchrun`` the script initialises ``torch.distributed`` (NCCL on
 GPUs, one per process; gloo without), wraps the model in
 ``DistributedDataParallel``, and every loader shards its seeds by rank; the
-accuracies are summed over the ranks, and rank 0 prints.
+accuracies are summed over the ranks, and rank 0 prints. With ``--placement
+host`` the ranks of a host share one copy of each loader's host arrays
+(``share_host_memory``; ``--no-share-host-memory`` turns it off). After
+training it prints every rank's host memory, to compare runs with 1 and 2
+ranks: resident (``rss``), its private part (``rss - rss_shmem``) and its
+shared part, and the host's shared memory (``Shmem``) and used memory.
 """
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ from torch_geometric.nn import GraphSAGE
 
 from tritongnn import NeighborLoader
 from tritongnn.datasets import chung_lu, cora
+from tritongnn.host_memory import format_bytes, memory_usage
 
 
 def progress(iterable, total: int, prefix: str, stream=None):
@@ -106,12 +112,41 @@ def accuracy(model, loader, device):
     return correct / max(total, 1)
 
 
+def report_host_memory(loaders) -> list[dict]:
+    """Print (rank 0) and return every rank's host memory: its resident
+    memory, split into private and shared pages, the host's shared memory
+    and used memory (``tritongnn.host_memory.memory_usage``), and the bytes
+    of the loaders' host arrays and how many ranks share them."""
+    usage = memory_usage()
+    usage["host_array_bytes"] = sum(loader.host_memory["host_array_bytes"] for loader in loaders)
+    usage["shared_by_ranks"] = loaders[0].host_memory["shared_by_ranks"]
+    ranks = [usage]
+    if dist.is_initialized():
+        ranks = [None] * dist.get_world_size()
+        dist.all_gather_object(ranks, usage)
+    if "rss" not in usage:
+        say("      host memory: not reported (no /proc)")
+        return ranks
+    sharing = (f"one copy per host, shared by {usage['shared_by_ranks']} ranks" if usage["shared_by_ranks"] > 1
+               else "a copy per rank")
+    say(f"      host memory: the loaders' host arrays {format_bytes(usage['host_array_bytes'])} ({sharing})")
+    for rank, u in enumerate(ranks):
+        say(f"      rank {rank}: rss {format_bytes(u['rss'])} = private {format_bytes(u['rss'] - u['rss_shmem'])}"
+            f" + shared {format_bytes(u['rss_shmem'])}")
+    private = sum(u["rss"] - u["rss_shmem"] for u in ranks)
+    say(f"      host: shared memory (Shmem) {format_bytes(usage['host_shmem'])}, used (MemTotal - MemAvailable) "
+        f"{format_bytes(usage['host_used'])}; ranks' private memory + Shmem: "
+        f"{format_bytes(private + usage['host_shmem'])}")
+    return ranks
+
+
 def run(name, data, args, device):
     """Train and evaluate on ``data``; returns the last epoch's test accuracy."""
     say(f"\n== {name}: {data.num_nodes:,} nodes, {data.num_edges:,} edges, "
           f"{data.num_features} features, {int(data.y.max()) + 1} classes; "
           f"device={device}, placement={args.placement}, num_neighbors={args.num_neighbors}")
-    common = dict(num_neighbors=args.num_neighbors, device=device, placement=args.placement)
+    common = dict(num_neighbors=args.num_neighbors, device=device, placement=args.placement,
+                  share_host_memory=args.share_host_memory)
     train_loader = NeighborLoader(data, input_nodes=data.train_mask, batch_size=args.batch_size,
                                   shuffle=True, seed=args.seed, cache_budget=args.cache_budget,
                                   dynamic_cache=args.dynamic_cache, **common)
@@ -146,6 +181,7 @@ def run(name, data, args, device):
                   f"{stats['static_feature_hit_rate']:.3f}, dynamic {stats['dynamic_feature_hit_rate']:.3f}), "
                   f"adjacency hit rate {stats['adjacency_hit_rate']:.3f}, {stats['host_bytes'] / 1e6:.1f} MB "
                   f"read from host memory")
+    report_host_memory([train_loader, *eval_loaders.values()])
     return acc["test"]
 
 
@@ -171,6 +207,9 @@ def main(argv=None):
                         help="with --placement host: GPU bytes (or 'auto') for the dual cache")
     parser.add_argument("--dynamic-cache", action="store_true",
                         help="with --cache-budget: give a share of it to the dynamic (EWMA) feature cache")
+    parser.add_argument("--no-share-host-memory", dest="share_host_memory", action="store_false",
+                        help="with --placement host under torchrun: every rank builds its own host copy "
+                             "(default: one copy per host, shared by its ranks)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))

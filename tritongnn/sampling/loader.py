@@ -22,6 +22,7 @@ references of the kernels.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import threading
@@ -31,13 +32,14 @@ import torch
 from torch_geometric.data import Data
 
 from .._checks import check_positive_int
-from ..cache.allocator import check_budget, plan_by_degree, plan_cache
-from ..cache.dual import CacheStats, DualCache
+from ..cache.allocator import CachePlan, check_budget, plan_by_degree, plan_cache
+from ..cache.dual import CacheStats, DualCache, relabel_tiers
 from ..cache.dynamic import DynamicCacheConfig
 from ..cache.profile import AccessProfile, profile_accesses
 from ..cache.reorder import MatchReorder, check_group
 from ..cache.reuse import BatchReuse, GroupReuse
 from ..graph import CSCGraph
+from ..host_memory import HostGroup, SharedHostArrays
 from ..kernels import gather_rows
 from .sampler import NeighborSampler, check_num_neighbors
 from .shard import SeedShards, resolve_ranks
@@ -145,6 +147,14 @@ class NeighborLoader:
             disjoint shard per epoch, the same number of batches on every
             rank. Default: ``torch.distributed``'s when it is initialised,
             else one rank.
+        share_host_memory: with ``placement="host"`` and several ranks of
+            an initialised ``torch.distributed`` process group, the ranks of
+            a host hold one copy of the host arrays (topology and features)
+            between them, in shared memory (``/dev/shm``) that each pins in
+            place (``tritongnn.host_memory``): their lowest rank builds it
+            (and relabels it, with a cache) and the others map it; each GPU
+            still builds its own caches. False: every rank builds its own.
+            Every rank must pass the same ``data``.
         prefetch: batches prepared ahead on a side stream by a producer
             thread (GPU only; 0 = prepare each batch when asked).
         cache_budget: with ``placement="host"``, GPU bytes for the dual
@@ -192,7 +202,8 @@ class NeighborLoader:
                  generator: torch.Generator | None = None, seed: int | None = None,
                  prefetch: int = 2, cache_budget=None, cache_profile=None, profile_epochs: int = 3,
                  cache_policy: str = "profile", dynamic_cache=None, reuse: bool | str = False,
-                 reorder_group: int = 1, rank: int | None = None, world_size: int | None = None, **kwargs):
+                 reorder_group: int = 1, rank: int | None = None, world_size: int | None = None,
+                 share_host_memory: bool = True, **kwargs):
         _check_kwargs(dict(kwargs, input_time=input_time))
         if isinstance(data, tuple):
             raise NotImplementedError("data as a (FeatureStore, GraphStore) pair is not supported yet")
@@ -228,6 +239,9 @@ class NeighborLoader:
         if reuse == "group" and reorder_group == 1:
             raise ValueError("reuse='group' reads each host row once per group of batches: pass "
                              "reorder_group > 1 (the group size) with it")
+        if not isinstance(share_host_memory, bool):
+            raise TypeError(f"share_host_memory must be a bool, got {type(share_host_memory).__name__} "
+                            f"{share_host_memory!r}")
         if cache_policy not in _CACHE_POLICIES:
             raise ValueError(f"cache_policy must be one of {_CACHE_POLICIES}, got {cache_policy!r}")
         dynamic = DynamicCacheConfig.resolve(dynamic_cache)
@@ -253,17 +267,33 @@ class NeighborLoader:
         self.generator = generator
 
         self._split_attributes(data, num_nodes)
-        graph = CSCGraph.from_edge_index(data.edge_index, num_nodes,
-                                         keep_edge_perm=bool(self._edge_attrs),
-                                         device=self.device)
+        edge_index, keep_edge_perm = data.edge_index, bool(self._edge_attrs)
+
+        def build_graph() -> CSCGraph:
+            return CSCGraph.from_edge_index(edge_index, num_nodes, keep_edge_perm=keep_edge_perm,
+                                            device=self.device)
+
+        x = data.x
+        # ranks sharing one host copy: a collective, so every rank of the group takes part
+        host_group = self._host_group(share_host_memory)
+        self._fingerprint = (num_nodes, edge_index.size(1), keep_edge_perm,
+                             None if x is None else (tuple(x.shape), str(x.dtype)))
+        self._host_ranks = 1
+        # with one host copy, only the host's leader builds the graph
+        graph = build_graph() if host_group is None or host_group.is_leader else None
         self.cache = None
         if cache_budget is None:
-            self.graph = graph.pin_memory() if placement == "host" and self.device.type == "cuda" else graph
-            self.x = self._place(data.x) if data.x is not None else None
+            shared = None if host_group is None else self._share_graph(host_group, graph, x)
+            if shared is not None:
+                self.graph, self.x = shared
+            else:
+                graph = build_graph() if graph is None else graph
+                self.graph = graph.pin_memory() if placement == "host" and self.device.type == "cuda" else graph
+                self.x = self._place(x) if x is not None else None
             self._seeds = self.input_nodes
         else:
-            self.cache = self._build_cache(graph, data.x, replace, cache_budget, cache_profile,
-                                           profile_epochs, cache_policy, dynamic)
+            self.cache = self._build_cache(graph, build_graph, x, replace, cache_budget, cache_profile,
+                                           profile_epochs, cache_policy, dynamic, host_group)
             self.graph, self.x = self.cache.graph, self.cache.x
             self._seeds = self.cache.new_id[self.input_nodes]  # internal ids
         self.sampler = NeighborSampler(self.graph, self.num_neighbors, replace, self.device,
@@ -288,29 +318,74 @@ class NeighborLoader:
             kind = GroupReuse if reuse == "group" else BatchReuse
             self.reuse = kind(num_nodes, self._num_feature, self.device)
 
-    def _build_cache(self, graph, x, replace, budget, profile, epochs, policy, dynamic) -> DualCache:
-        """Profile (or load a profile), plan the split, build the dual cache."""
+    def _host_group(self, share_host_memory: bool) -> HostGroup | None:
+        """The ranks of this host when they are to hold one host copy between
+        them: ``placement="host"``, several ranks, and ``torch.distributed``'s
+        process group being those ranks (the copy is published through it);
+        else None. Every rank decides alike from the same arguments."""
+        if not share_host_memory or self.placement != "host" or self.world_size == 1:
+            return None
+        import torch.distributed as dist
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() != self.world_size \
+                or dist.get_rank() != self.rank:
+            return None
+        group = HostGroup.discover()
+        return group if group.shared_anywhere else None
+
+    def _share_graph(self, group: HostGroup, graph: CSCGraph | None, x: torch.Tensor | None):
+        """Without a cache: the leader writes the graph and the features into
+        the host copy, every rank of the host maps it. ``(graph, x)``, or
+        None when ``/dev/shm`` had no room."""
+        def build(host: SharedHostArrays) -> dict:
+            for name, t in (("indptr", graph.indptr), ("indices", graph.indices), ("x", x)):
+                if t is not None:
+                    host.copy(name, t)
+            if graph.edge_perm is not None:  # read once, by the sampler's copy to the device
+                host.copy("edge_perm", graph.edge_perm, pin=False)
+            return {}
+
+        published = SharedHostArrays(group, self.device).publish(build, self._fingerprint)
+        if published is None:
+            return None
+        self._host_ranks = len(group.ranks)
+        _, arrays = published
+        return (CSCGraph(arrays["indptr"], arrays["indices"], arrays.get("edge_perm"), validate=False),
+                arrays.get("x"))
+
+    def _build_cache(self, graph, build_graph, x, replace, budget, profile, epochs, policy, dynamic,
+                     host_group) -> DualCache:
+        """Profile (or load a profile), plan the split, build the dual cache.
+        With one host copy (``host_group``), the host's leader plans and
+        writes the relabelled host tiers, the other ranks map them and build
+        their GPU tiers from them."""
         budget = self._resolve_budget(budget)
         check_positive_int("profile_epochs", epochs)
+        num_nodes = self._fingerprint[0]
+        self.cache_profile = self._access_profile(graph, x, num_nodes, replace, profile, epochs, policy)
+        if host_group is not None:
+            cache = self._share_cache(host_group, graph, build_graph, x, budget, policy, dynamic)
+            if cache is not None:
+                return cache
+            graph = build_graph() if graph is None else graph
+        plan, rows = self._plan_cache(graph, x, budget, policy, dynamic)
+        return DualCache(graph, x, plan, self.device, dynamic, rows, self.cache_profile)
+
+    def _access_profile(self, graph, x, num_nodes, replace, profile, epochs, policy) -> AccessProfile | None:
+        """The profile the cache is planned from: loaded, given, or computed
+        on rank 0 and broadcast (a collective with several ranks)."""
         if policy == "degree":
             if profile is not None and not isinstance(profile, AccessProfile):
                 raise TypeError(f"with cache_policy='degree', cache_profile must be None or an "
                                 f"AccessProfile (to report expected hit rates), got {type(profile).__name__}")
             if x is None:
                 raise ValueError("cache_policy='degree' caches feature rows: data.x is None")
-            row_bytes = x.size(1) * x.element_size()
-            # nodes by the number of neighbour lists they appear in: how often sampling can pick them
-            appearances = torch.bincount(graph.indices.long(), minlength=graph.num_nodes)
-            plan, rows = self._split_dynamic(lambda b: plan_by_degree(profile, appearances, row_bytes, b),
-                                             budget, row_bytes, dynamic, graph.num_nodes)
-            self.cache_profile = profile
-            return DualCache(graph, x, plan, self.device, dynamic, rows, profile)
+            return profile
         if isinstance(profile, (str, os.PathLike)) and os.path.exists(profile):
-            profile = AccessProfile.load(profile, graph.num_nodes, self.num_neighbors)
+            profile = AccessProfile.load(profile, num_nodes, self.num_neighbors)
         elif profile is None or isinstance(profile, (str, os.PathLike)):
             path = profile
 
-            def compute():
+            def compute():  # on rank 0, which builds the graph (the leader of its host)
                 host_graph = graph.pin_memory() if self.device.type == "cuda" else graph
                 sampler = NeighborSampler(host_graph, self.num_neighbors, replace, self.device)
                 # its own stream of random numbers: profiling leaves the loader's untouched
@@ -321,26 +396,70 @@ class NeighborLoader:
                     computed.save(path)
                 return computed
 
-            profile = self._profile_once(compute, graph.num_nodes)
+            profile = self._profile_once(compute, num_nodes)
         elif not isinstance(profile, AccessProfile):
             raise TypeError(f"cache_profile must be None, an AccessProfile or a file path, "
                             f"got {type(profile).__name__}")
         else:
             # a profile built by hand may not say its fanouts
-            profile.check(graph.num_nodes, self.num_neighbors if profile.num_neighbors else None,
-                          "cache_profile")
+            profile.check(num_nodes, self.num_neighbors if profile.num_neighbors else None, "cache_profile")
         if x is None:  # no features to cache: rank by list reads, give the lists everything
             profile = AccessProfile(profile.adjacency.double(), profile.inputs, profile.adjacency,
                                     profile.epochs, profile.num_batches, profile.seconds)
-            row_bytes = budget + 1
-        else:
+        return profile
+
+    def _plan_cache(self, graph: CSCGraph, x, budget: int, policy: str, dynamic) -> tuple[CachePlan, int]:
+        """The static plan and the dynamic cache's rows, from the graph's degrees."""
+        profile = self.cache_profile
+        if policy == "degree":
             row_bytes = x.size(1) * x.element_size()
+            # nodes by the number of neighbour lists they appear in: how often sampling can pick them
+            appearances = torch.bincount(graph.indices.long(), minlength=graph.num_nodes)
+            return self._split_dynamic(lambda b: plan_by_degree(profile, appearances, row_bytes, b),
+                                       budget, row_bytes, dynamic, graph.num_nodes)
+        row_bytes = budget + 1 if x is None else x.size(1) * x.element_size()
         degree = graph.degree()
-        plan, rows = self._split_dynamic(
+        return self._split_dynamic(
             lambda b: plan_cache(profile, degree, row_bytes, b, index_bytes=graph.indices.element_size()),
             budget, row_bytes, dynamic if x is not None else None, graph.num_nodes)
-        self.cache_profile = profile
-        return DualCache(graph, x, plan, self.device, dynamic, rows, profile)
+
+    def _share_cache(self, group: HostGroup, graph, build_graph, x, budget, policy, dynamic) -> DualCache | None:
+        """With a cache: the leader plans, relabels into the host copy and
+        publishes the plan; every rank maps the host tiers and builds its own
+        GPU tiers (a tier the plan caches whole is built on each rank's
+        device from its own input, never through host memory). None when
+        ``/dev/shm`` had no room."""
+        num_nodes = self._fingerprint[0]
+        built = {}
+
+        def build(host: SharedHostArrays) -> dict:
+            plan, rows = self._plan_cache(graph, x, budget, policy, dynamic)
+            # edge_perm is read once, by the sampler's copy to the device: no need to pin it
+            built["tiers"] = relabel_tiers(graph, x, plan, self.device,
+                                           lambda name, shape, dtype: host.empty(name, shape, dtype,
+                                                                                 pin=name != "edge_perm"))
+            built["plan"] = plan
+            host.copy("order", plan.order, pin=False)  # the plan the host tiers follow, for the others
+            return dict(rows=rows, plan={f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)
+                                         if f.name != "order"})
+
+        published = SharedHostArrays(group, self.device).publish(build, self._fingerprint)
+        if published is None:
+            return None
+        self._host_ranks = len(group.ranks)
+        meta, arrays = published
+        if group.is_leader:
+            plan, (graph, x) = built["plan"], built["tiers"]
+        else:
+            # a copy of its own: the shared order is dropped once every rank has one
+            plan = CachePlan(order=arrays["order"].to(self.device, copy=True), **meta["plan"])
+            whole = relabel_tiers(build_graph() if plan.num_adjacency == num_nodes else None,
+                                  x if plan.num_feature == num_nodes else None, plan, self.device)
+            graph = whole[0] if whole[0] is not None else \
+                CSCGraph(arrays["indptr"], arrays["indices"], arrays.get("edge_perm"), validate=False)
+            if x is not None:
+                x = whole[1] if whole[1] is not None else arrays["x"]
+        return DualCache.from_relabelled(graph, x, plan, self.device, dynamic, meta["rows"], self.cache_profile)
 
     def _profile_once(self, compute, num_nodes: int) -> AccessProfile:
         """``compute()`` the profile on rank 0 and broadcast it (GARDEN
@@ -420,6 +539,22 @@ class NeighborLoader:
                 stats.update(dynamic.as_dict())
                 stats["host_bytes"] += stats["dynamic_refresh_bytes_this_epoch"]
         return stats
+
+    @property
+    def host_memory(self) -> dict:
+        """The loader's arrays in host memory.
+
+        Returns:
+            A dict: ``host_array_bytes``, the bytes of the graph and features
+            that live in host memory (what ``placement="host"`` reads through
+            UVA; every array on a CPU device); ``shared_by_ranks``, how many
+            ranks of this host map the same copy of them (1: this process's
+            own). ``tritongnn.host_memory.memory_usage()`` gives the
+            process's and the host's resident memory.
+        """
+        arrays = [self.graph.indptr, self.graph.indices, self.graph.edge_perm, self.x]
+        nbytes = sum(t.nbytes for t in arrays if t is not None and t.device.type == "cpu")
+        return dict(host_array_bytes=nbytes, shared_by_ranks=self._host_ranks)
 
     def _split_attributes(self, data: Data, num_nodes: int) -> None:
         # Node attributes are sliced by n_id, edge attributes by e_id, the rest

@@ -1,0 +1,353 @@
+"""One host copy: the ranks of a host share the loader's host arrays.
+
+Single-process tests of the shared mappings and the memory report, then two
+processes under torch.distributed (gloo) that build loaders with
+``placement="host"``: one copy in ``/dev/shm`` mapped by both (same inodes,
+a write on one rank read on the other, ``Shmem`` up by one copy and the
+second rank's private memory not), batches equal to those of loaders that
+build their own copy, nothing left in ``/dev/shm``, memory returned on
+release; and errors on one rank raised on both rather than hanging.
+"""
+import errno
+import gc
+import glob
+import os
+import time
+import uuid
+import warnings
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from tritongnn import NeighborLoader
+from tritongnn import host_memory
+from tritongnn.host_memory import SHM_DIR, NoRoom, _map, memory_usage
+from tritongnn.kernels._launch import reference_on_cpu
+
+from test_loader import random_data
+
+needs_shm = pytest.mark.skipif(not os.path.isdir(SHM_DIR), reason=f"needs {SHM_DIR} (Linux)")
+
+
+def shm_path():
+    return os.path.join(SHM_DIR, f"tritongnn-test-{uuid.uuid4().hex}")
+
+
+def shared_mappings():
+    """``{(inode, path): bytes}`` of this process's mappings of tritongnn's
+    shared files (from /proc/self/maps; unlinked ones end in '(deleted)')."""
+    out = {}
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split(maxsplit=5)
+            if len(parts) == 6 and "/tritongnn-" in parts[5]:
+                start, end = (int(v, 16) for v in parts[0].split("-"))
+                key = (int(parts[4]), parts[5].strip())
+                out[key] = out.get(key, 0) + end - start
+    return out
+
+
+def mapped_ranges():
+    ranges = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if "/tritongnn-" in line:
+                start, end = (int(v, 16) for v in line.split()[0].split("-"))
+                ranges.append((start, end))
+    return ranges
+
+
+@needs_shm
+def test_two_mappings_of_one_file_are_the_same_memory():
+    path = shm_path()
+    try:
+        a = _map(path, (10, 3), torch.float32, create=True, pin_device=None)
+        with pytest.raises(FileExistsError):  # a name in use is never taken over
+            _map(path, (10, 3), torch.float32, create=True, pin_device=None)
+        b = _map(path, (10, 3), torch.float32, create=False, pin_device=None)
+        os.unlink(path)  # mappings outlive the name
+        a.copy_(torch.arange(30.0).view(10, 3))
+        assert torch.equal(b, torch.arange(30.0).view(10, 3))
+        assert a.data_ptr() != b.data_ptr()  # two mappings, one file
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+@needs_shm
+def test_mapping_checks_the_size_and_maps_nothing_for_empty_arrays():
+    path = shm_path()
+    try:
+        _map(path, (4, 2), torch.int64, create=True, pin_device=None)
+        with pytest.raises(ValueError, match="holds 64 bytes, expected 32"):
+            _map(path, (4, 2), torch.int32, create=False, pin_device=None)
+    finally:
+        os.unlink(path)
+    empty = _map(shm_path(), (0, 5), torch.float32, create=True, pin_device=None)
+    assert empty.shape == (0, 5) and not glob.glob(os.path.join(SHM_DIR, "tritongnn-test-*"))
+
+
+@needs_shm
+def test_a_full_dev_shm_is_no_room_not_a_crash(monkeypatch):
+    # writing past a full tmpfs through a mapping is a SIGBUS: the pages are
+    # reserved first, and ENOSPC there is NoRoom
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    path = shm_path()
+    try:
+        with pytest.raises(NoRoom, match="free, .* needs 4.00 MB"):
+            _map(path, (1000, 1000), torch.float32, create=True, pin_device=None)
+    finally:
+        os.unlink(path)
+
+
+@needs_shm
+def test_memory_usage_counts_shared_pages_once_per_host():
+    before = memory_usage()
+    assert {"rss", "rss_anon", "rss_shmem", "host_shmem", "host_used", "host_total"} <= set(before)
+    assert 0 < before["rss"] and 0 < before["host_used"] < before["host_total"]
+    path = shm_path()
+    nbytes = 32 << 20
+    t = _map(path, (nbytes,), torch.uint8, create=True, pin_device=None)
+    os.unlink(path)
+    t.fill_(1)  # touched: resident in this process
+    during = memory_usage()
+    assert 0.9 * nbytes < during["rss_shmem"] - before["rss_shmem"] < 1.1 * nbytes
+    assert 0.9 * nbytes < during["host_shmem"] - before["host_shmem"] < 1.5 * nbytes
+    del t
+    gc.collect()
+    after = memory_usage()
+    assert after["rss_shmem"] - before["rss_shmem"] < 0.1 * nbytes  # unmapped and, unlinked, freed
+    assert after["host_shmem"] - before["host_shmem"] < 0.5 * nbytes
+
+
+def test_share_host_memory_is_a_bool_and_one_rank_keeps_its_own_copy():
+    data = random_data()
+    with pytest.raises(TypeError, match="share_host_memory must be a bool, got str 'yes'"):
+        NeighborLoader(data, [2], device="cpu", placement="host", share_host_memory="yes")
+    loader = NeighborLoader(data, [2], device="cpu", placement="host")
+    graph = loader.graph
+    assert loader.host_memory == dict(host_array_bytes=graph.indptr.nbytes + graph.indices.nbytes +
+                                      data.x.nbytes, shared_by_ranks=1)
+
+
+# --- two processes --------------------------------------------------------
+
+ROWS, WIDTH = 4000, 1024  # x is 16.4 MB: one copy more or less shows in the host's Shmem
+ARGS = dict(num_neighbors=[3, 2], batch_size=200, shuffle=True, seed=7)
+
+
+def host_data(width=WIDTH):
+    data = random_data(num_nodes=ROWS, num_edges=40_000, edge_attr=True)
+    data.x = torch.randn(ROWS, width, generator=torch.Generator().manual_seed(1))
+    return data
+
+
+def epoch(loader):
+    return [{k: b[k].cpu() for k in ("n_id", "x", "edge_index", "e_id", "edge_attr", "y", "input_id")}
+            for b in loader]
+
+
+def same_batches(a, b):
+    return len(a) == len(b) and all(set(x) == set(y) and all(torch.equal(x[k], y[k]) for k in x)
+                                    for x, y in zip(a, b))
+
+
+def _worker(rank, world_size, init, out_dir, device, job):
+    import torch.distributed as dist
+    os.environ["TORCHELASTIC_RUN_ID"] = job  # in the file names: this test's files, not another job's
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
+    out = {}
+    try:
+        if device == "cuda":
+            torch.cuda.set_device(0)  # both ranks on one GPU: gloo does not mind
+            torch.zeros(1, device=device)  # the CUDA context's memory is not the loader's
+        data = host_data()
+        args = dict(ARGS, input_nodes=data.train_mask, device=device, placement="host")
+        with reference_on_cpu():
+            dist.barrier()
+            before = memory_usage()
+            dist.barrier()
+            loader = NeighborLoader(data, **args)
+            dist.barrier()
+            after = memory_usage()
+            out["shmem_growth"] = after["host_shmem"] - before["host_shmem"]
+            out["anon_growth"] = after["rss_anon"] - before["rss_anon"]
+            out["host_memory"] = loader.host_memory
+            out["maps"] = shared_mappings()
+            ranges = mapped_ranges()
+            out["reads_the_maps"] = all(any(lo <= t.data_ptr() < hi for lo, hi in ranges)
+                                        for t in (loader.x, loader.graph.indptr, loader.graph.indices))
+            if device == "cuda":
+                out["pinned"] = loader.x.is_pinned() and loader.graph.indices.is_pinned()
+            shared = epoch(loader)
+            out["equal"] = same_batches(shared, epoch(NeighborLoader(data, **args, share_host_memory=False)))
+            # one copy: what rank 1 writes, rank 0 reads; the user's x is untouched
+            value = float(loader.x[5, 7])
+            dist.barrier()
+            if rank == 1:
+                loader.x[5, 7] = 1234.5
+            dist.barrier()
+            out["seen"] = float(loader.x[5, 7])
+            out["user_x_untouched"] = float(data.x[5, 7]) == value
+            dist.barrier()
+            inodes = {inode for inode, _ in out["maps"]}
+            out["files_left"] = [p for p in glob.glob(os.path.join(SHM_DIR, "tritongnn-*"))
+                                 if os.stat(p).st_ino in inodes]
+            del loader, shared
+            gc.collect()
+            out["maps_after_release"] = shared_mappings()
+            dist.barrier()
+            out["shmem_after_release"] = memory_usage()["host_shmem"] - before["host_shmem"]
+
+            # with a cache: part of the graph on the device (and a dynamic cache), or all of it
+            row_bytes = WIDTH * 4
+            for rows in (20, 10**6):
+                cache = dict(cache_budget=rows * row_bytes, profile_epochs=1, dynamic_cache=rows == 20)
+                cached = NeighborLoader(data, **args, **cache)
+                private = NeighborLoader(data, **args, **cache, share_host_memory=False)
+                out[f"cache{rows}"] = dict(equal=same_batches(epoch(cached), epoch(private)),
+                                           host_memory=cached.host_memory, maps=shared_mappings(),
+                                           plan=(cached.cache.plan.num_adjacency, cached.cache.plan.num_feature),
+                                           same_order=torch.equal(cached.cache.order, private.cache.order))
+                del cached, private
+
+            # no room in /dev/shm on rank 0: both ranks warn and keep their own copies
+            real = os.posix_fallocate
+            if rank == 0:
+                def full(fd, offset, length):
+                    raise OSError(errno.ENOSPC, "No space left on device")
+                os.posix_fallocate = full
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    own = NeighborLoader(data, **args)
+            finally:
+                os.posix_fallocate = real
+            out["no_room"] = dict(warned=any("no room" in str(w.message) for w in caught),
+                                  host_memory=own.host_memory,
+                                  equal=same_batches(epoch(own), epoch(NeighborLoader(data, **args))))
+
+            # a failure on one rank is raised on both, not left waiting in a collective
+            start = time.perf_counter()
+            try:
+                NeighborLoader(host_data(width=WIDTH if rank == 0 else 8), **args)
+            except ValueError as error:
+                out["different_data"] = str(error)
+            real_copy = host_memory.SharedHostArrays.copy
+            if rank == 0:
+                def broken(self, name, source, pin=True):
+                    raise RuntimeError("disk on fire")
+                host_memory.SharedHostArrays.copy = broken
+            try:
+                NeighborLoader(data, **args)
+            except RuntimeError as error:
+                out["leader_failed"] = str(error)
+            finally:
+                host_memory.SharedHostArrays.copy = real_copy
+            out["failure_seconds"] = time.perf_counter() - start
+            out["files_left_at_end"] = glob.glob(os.path.join(SHM_DIR, f"tritongnn-{job}-*"))
+    finally:
+        torch.save(out, os.path.join(out_dir, f"rank{rank}.pt"))
+        dist.destroy_process_group()
+
+
+def spawn(fn, args, nprocs, timeout=240):
+    """``mp.spawn`` that fails the test instead of hanging when a collective does."""
+    context = mp.spawn(fn, args=args, nprocs=nprocs, join=False)
+    deadline = time.monotonic() + timeout
+    while not context.join(timeout=1):
+        if time.monotonic() > deadline:
+            for process in context.processes:
+                process.kill()
+            pytest.fail(f"the {nprocs} processes did not finish in {timeout} s: a collective hung")
+
+
+def run_two_ranks(tmp_path, device):
+    out = tmp_path / "out"
+    out.mkdir()
+    job = f"test{uuid.uuid4().hex[:8]}"
+    spawn(_worker, (2, f"file://{tmp_path / 'init'}", str(out), device, job), 2)
+    return [torch.load(out / f"rank{r}.pt") for r in range(2)]
+
+
+def check_two_ranks(ranks):
+    zero, one = ranks
+    x_bytes = ROWS * WIDTH * 4
+    copy_bytes = zero["host_memory"]["host_array_bytes"]
+    for r in ranks:
+        assert r["host_memory"] == dict(host_array_bytes=copy_bytes, shared_by_ranks=2)
+        assert r["reads_the_maps"] and r["equal"] and r["user_x_untouched"]
+        assert all(path.endswith("(deleted)") for _, path in r["maps"])  # unlinked once both mapped
+        assert not r["files_left"] and not r["maps_after_release"]
+        assert r["seen"] == 1234.5  # rank 1's write, read by rank 0: one copy
+    # the same files: the same inodes, one copy's bytes (whole pages)
+    assert set(zero["maps"]) == set(one["maps"]) and len(zero["maps"]) == 4  # indptr, indices, edge_perm, x
+    assert x_bytes < copy_bytes <= sum(zero["maps"].values()) < copy_bytes + 4 * 4096 + 1
+    # the host's shared memory grew by one copy, not two; the second rank
+    # holds no private copy; it all went when the loaders did
+    assert 0.9 * copy_bytes < zero["shmem_growth"] < 1.5 * copy_bytes
+    assert one["anon_growth"] < 0.5 * x_bytes
+    assert zero["shmem_after_release"] < 0.5 * copy_bytes
+    for rows in (20, 10**6):
+        num_adjacency, num_feature = zero[f"cache{rows}"]["plan"]
+        # shared: the relabelled tiers the plan leaves in host memory (the
+        # plan's order only while the loader was built); a tier cached
+        # whole is built by each rank on its device from its own input
+        expected = 3 * (num_adjacency < ROWS) + (num_feature < ROWS)
+        if rows == 20:
+            assert num_adjacency < ROWS and num_feature < ROWS
+        else:
+            assert (num_adjacency, num_feature) == (ROWS, ROWS)
+        for r in ranks:
+            cache = r[f"cache{rows}"]
+            assert cache["equal"] and cache["same_order"], rows
+            assert cache["host_memory"]["shared_by_ranks"] == 2
+            assert cache["plan"] == (num_adjacency, num_feature)
+            assert len(cache["maps"]) == expected and set(cache["maps"]) == set(zero[f"cache{rows}"]["maps"])
+    for r in ranks:
+        assert r["no_room"]["warned"] and r["no_room"]["equal"]
+        assert r["no_room"]["host_memory"]["shared_by_ranks"] == 1
+        assert "same data" in r["different_data"] and "(4000, 8)" in r["different_data"]
+        assert r["failure_seconds"] < 60
+        assert not r["files_left_at_end"]
+    assert zero["leader_failed"] == "disk on fire"
+    assert one["leader_failed"].startswith("rank 0 failed to build") and "disk on fire" in one["leader_failed"]
+
+
+@needs_shm
+def test_two_ranks_share_one_host_copy(tmp_path):
+    check_two_ranks(run_two_ranks(tmp_path, "cpu"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="cudaHostRegister needs a CUDA GPU")
+def test_two_ranks_share_one_pinned_host_copy_on_a_gpu(tmp_path):
+    # both ranks on one GPU (gloo for the collectives): each registers the
+    # shared pages in place, the kernels read them through UVA
+    ranks = run_two_ranks(tmp_path, "cuda")
+    assert all(r["pinned"] for r in ranks)
+    check_two_ranks(ranks)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="cudaHostRegister needs a CUDA GPU")
+def test_registered_mapping_is_read_by_the_kernels():
+    from tritongnn.kernels import gather_rows
+    from tritongnn.kernels._launch import check_readable
+    path = shm_path()
+    source = torch.randn(50_000, 64)
+    try:
+        x = _map(path, tuple(source.shape), source.dtype, create=True, pin_device=torch.device("cuda"))
+    finally:
+        os.unlink(path)
+    x.copy_(source)
+    assert x.is_pinned()  # registered in place, not copied
+    check_readable(x, torch.device("cuda"), "x")
+    ids = torch.randint(0, source.size(0), (20_000,), device="cuda")
+    assert torch.equal(gather_rows(x, ids).cpu(), source[ids.cpu()])
+    del x
+    gc.collect()  # unregistered, then unmapped: no error, nothing left mapped
+    assert not shared_mappings()
