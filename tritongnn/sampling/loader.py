@@ -22,6 +22,7 @@ references of the kernels.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import threading
@@ -173,6 +174,15 @@ class NeighborLoader:
             order that makes each follow the one it shares most nodes with
             (FastGL's match-reorder, ``tritongnn.cache.reorder``); 1: off.
             Batches come in another order, each seed still once per epoch.
+        super_batch: sample this many consecutive batches in one pass
+            (GARDEN's super-batching, ``NeighborSampler.sample_many``) and
+            deliver them one by one; 1: off. The batches are bit for bit
+            those of ``super_batch=1`` for the same seed, the last
+            super-batch may hold fewer batches (or a short last one). Its
+            sampling time is spread evenly over its batches in ``stats``.
+            With ``reorder_group`` the two are independent: batches are
+            sampled K at a time and reordered G at a time (with G a multiple
+            of K, each group is G / K whole super-batches).
         **kwargs: other PyG/DataLoader arguments: worker settings warn that
             they have no effect; features not supported yet raise
             ``NotImplementedError`` naming the argument.
@@ -190,7 +200,8 @@ class NeighborLoader:
                  generator: torch.Generator | None = None, seed: int | None = None,
                  prefetch: int = 2, cache_budget=None, cache_profile=None, profile_epochs: int = 3,
                  cache_policy: str = "profile", dynamic_cache=None, reuse: bool = False,
-                 reorder_group: int = 1, rank: int | None = None, world_size: int | None = None, **kwargs):
+                 reorder_group: int = 1, super_batch: int = 1, rank: int | None = None,
+                 world_size: int | None = None, **kwargs):
         _check_kwargs(dict(kwargs, input_time=input_time))
         if isinstance(data, tuple):
             raise NotImplementedError("data as a (FeatureStore, GraphStore) pair is not supported yet")
@@ -201,6 +212,7 @@ class NeighborLoader:
         if "edge_index" not in data:
             raise NotImplementedError("data without edge_index (e.g. adj_t) is not supported yet")
         check_positive_int("batch_size", batch_size)
+        check_positive_int("super_batch", super_batch)
         if placement not in _PLACEMENTS:
             raise ValueError(f"placement must be one of {_PLACEMENTS}, got {placement!r}")
         if not isinstance(prefetch, int) or prefetch < 0:
@@ -233,6 +245,7 @@ class NeighborLoader:
         num_nodes = data.num_nodes
         self.input_nodes = _check_input_nodes(input_nodes, num_nodes, self.device)
         self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), bool(drop_last)
+        self.super_batch = super_batch
         self.transform, self.placement, self.prefetch = transform, placement, prefetch
         self.rank, self.world_size = resolve_ranks(rank, world_size)
         self.epoch = 0
@@ -471,40 +484,48 @@ class NeighborLoader:
         return [order[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size, self.batch_size)]
 
     def _batches(self, batches, gather_stream=None):
-        """The epoch's batches, built in turn; with ``reorder`` sampled a
-        group at a time and assembled in the group's match order."""
+        """The epoch's batches, built in turn: sampled ``super_batch`` at a
+        time; with ``reorder`` assembled a group at a time in the group's
+        match order."""
+        sampled = self._sampled(batches)
         if self.reorder is None:
-            for input_id in batches:
-                yield self._make_batch(input_id, gather_stream)
+            for item in sampled:
+                yield self._finish(*item, gather_stream)
             return
-        for first in range(0, len(batches), self.reorder.group):
-            group = [self._sample(input_id) for input_id in batches[first:first + self.reorder.group]]
-            for j in self.reorder.order([sampled[1].node for sampled in group]):
+        while group := list(itertools.islice(sampled, self.reorder.group)):
+            for j in self.reorder.order([item[1].node for item in group]):
                 yield self._finish(*group[j], gather_stream)
 
-    def _make_batch(self, input_id: torch.Tensor, gather_stream=None) -> Data:
-        return self._finish(*self._sample(input_id), gather_stream)
+    def _sampled(self, batches):
+        """``(input_id, SamplerOutput, start, sampled, share)`` of each batch
+        in epoch order, ``super_batch`` batches sampled in one pass; ``share``
+        is the batch's part of the pass's sampling time (1 / batches in it)."""
+        for first in range(0, len(batches), self.super_batch):
+            group = batches[first:first + self.super_batch]
+            start = self.times.mark()
+            if len(group) == 1:
+                outs = [self.sampler.sample(self._seeds[group[0]], self.generator)]
+            else:
+                outs = self.sampler.sample_many([self._seeds[input_id] for input_id in group], self.generator)
+            sampled = self.times.mark()
+            for input_id, out in zip(group, outs):
+                yield input_id, out, start, sampled, 1.0 / len(group)
 
-    def _sample(self, input_id: torch.Tensor):
-        start = self.times.mark()
-        out = self.sampler.sample(self._seeds[input_id], self.generator)
-        return input_id, out, start, self.times.mark()
-
-    def _finish(self, input_id, out, start, sampled, gather_stream=None) -> Data:
+    def _finish(self, input_id, out, start, sampled, share, gather_stream=None) -> Data:
         """Gather and assemble a sampled batch. With ``gather_stream`` (the
         prefetcher's), this runs there: the next batch's sampling, on the
         current stream, overlaps this batch's gather (both wait mostly on
         UVA reads, neither fills PCIe)."""
         if gather_stream is None:
-            return self._assemble(input_id, out, start, sampled)
+            return self._assemble(input_id, out, start, sampled, share)
         gather_stream.wait_stream(torch.cuda.current_stream(self.device))
         for t in (input_id, out.node, out.row, out.col, out.edge):
             if t is not None:
                 t.record_stream(gather_stream)  # made on this stream, read on that one
         with torch.cuda.stream(gather_stream):
-            return self._assemble(input_id, out, start, sampled)
+            return self._assemble(input_id, out, start, sampled, share)
 
-    def _assemble(self, input_id, out, start, sampled) -> Data:
+    def _assemble(self, input_id, out, start, sampled, share) -> Data:
         times = self.times
         gather_start = times.mark()
         node = out.node  # internal ids: the user's, or hot-first with a cache
@@ -524,7 +545,7 @@ class NeighborLoader:
             if reuse is not None:
                 tiers.update(reuse.gather_args())
             batch.x = gather_rows(self.x, node, **tiers)
-        times.add_batch(start, sampled, gather_start, times.mark())
+        times.add_batch(start, sampled, gather_start, times.mark(), share)
         if self.host_stats is not None:
             reused = None
             if reuse is not None:
@@ -566,6 +587,7 @@ class NeighborLoader:
 
     def __repr__(self) -> str:
         ranks = f", rank={self.rank}, world_size={self.world_size}" if self.world_size > 1 else ""
+        ranks += f", super_batch={self.super_batch}" if self.super_batch > 1 else ""
         return (f"{self.__class__.__name__}(num_neighbors={self.num_neighbors}, "
                 f"batch_size={self.batch_size}, placement={self.placement!r}, device={self.device}{ranks})")
 
