@@ -278,8 +278,9 @@ def prefix_sum(values: torch.Tensor, block: int | None = None) -> torch.Tensor:
         tensor([3, 3, 5], device='cuda:0')
     """
     if not isinstance(values, torch.Tensor) or values.dtype != torch.int64 or values.dim() != 1:
+        shape = tuple(getattr(values, "shape", ()))
         raise TypeError(f"values must be a 1-D int64 tensor, got "
-                        f"{getattr(values, 'dtype', type(values).__name__)} of shape {tuple(getattr(values, 'shape', ()))}")
+                        f"{getattr(values, 'dtype', type(values).__name__)} of shape {shape}")
     block = _block_size(block)
     n = values.numel()
     if not use_triton(values.device):
