@@ -61,9 +61,14 @@ def test_classify_matches_reference(device, graph, fanout, replace, num_batches,
     if num_batches == 1 and data.draw(st.booleans()):
         batch = batch_ptr = None  # one batch, no sub-batch arrays
     count = torch.tensor([n])
-    got = classify_frontier(graph.indptr.to(device), frontier.to(device), count.to(device), fanout, replace,
-                            None if batch is None else batch.to(device),
-                            None if batch_ptr is None else batch_ptr.to(device), block=block)
+    # the adjacency cache: rows of nodes < A from a hot copy, the cold copy's poisoned there
+    num_hot = data.draw(st.integers(0, graph.num_nodes))
+    cold = graph.indptr.clone()
+    cold[:num_hot] = -(10**9)
+    hot = graph.indptr[:num_hot + 1].to(device) if num_hot else None
+    got = classify_frontier((cold if num_hot else graph.indptr).to(device), frontier.to(device),
+                            count.to(device), fanout, replace, None if batch is None else batch.to(device),
+                            None if batch_ptr is None else batch_ptr.to(device), hot_indptr=hot, block=block)
     want = reference.classify_frontier(graph.indptr, frontier, count, fanout, replace, batch, batch_ptr)
     assert torch.equal(got.row_start[:n].cpu(), want.row_start)
     assert torch.equal(got.degree[:n].cpu(), want.degree)
