@@ -69,6 +69,15 @@ def check_num_neighbors(num_neighbors) -> list[int]:
     return list(num_neighbors)
 
 
+def _on_device(t: torch.Tensor, device: torch.device) -> bool:
+    """``t`` lives on ``device`` ("cuda" without an index: the current GPU)."""
+    if t.device.type != device.type:
+        return False
+    if device.type != "cuda" or device.index is None:
+        return device.type != "cuda" or t.device.index == torch.cuda.current_device()
+    return t.device.index == device.index
+
+
 class _CapturedHops:
     """A CUDA graph of the hops of one shape, K sub-batches of ``batch_size``
     seeds in all, with the buffers it reads: ``seeds``, ``rng`` (per-hop,
@@ -300,7 +309,7 @@ class NeighborSampler:
             if not isinstance(seeds, torch.Tensor) or seeds.dtype != torch.int64 or seeds.dim() != 1:
                 raise TypeError(f"seeds_list[{k}] must be a 1-D int64 tensor, got "
                                 f"{getattr(seeds, 'dtype', type(seeds).__name__)}")
-            if seeds.device != self.device:
+            if not _on_device(seeds, self.device):
                 raise ValueError(f"seeds_list[{k}] lives on {seeds.device}, the sampler on {self.device}")
         num_batches = len(seeds_list)
         sizes = [seeds.numel() for seeds in seeds_list]
