@@ -22,10 +22,10 @@ paths give the same batch for the same generator state.
 Super-batching (GARDEN's super-batch degree classifier): ``sample_many``
 samples K batches in one pass. Their seeds are laid end to end with a
 sub-batch id per node (``seeds_batch``, ``batch_ptr``); each hop is one
-classification + sampling launch (``kernels.classify``,
-``kernels.sample``) and one id-map launch (keys ``sub_batch * N + node``:
-each sub-batch keeps its own ids, a node in two sub-batches is two nodes)
-for all K. The per-hop Philox seeds are drawn per sub-batch exactly as
+classification pass (``kernels.classify``, three small launches), one
+sampling launch (``kernels.sample``) and one id-map insert (its three
+passes; keys ``sub_batch * N + node``: each sub-batch keeps its own ids, a
+node in two sub-batches is two nodes) for all K, as for a single batch. The per-hop Philox seeds are drawn per sub-batch exactly as
 ``sample`` draws them for consecutive batches, and a node's draws are keyed
 by its position within its sub-batch, so every sub-batch comes out bit for
 bit as ``sample`` gives it alone. Each hop's outputs are grouped by
@@ -52,7 +52,7 @@ from ..kernels._launch import use_triton
 
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
 _GRAPH_KEYS_MAX = 1 << 22  # keys of the id map a captured graph owns: <= 192 MB of table
-_GRAPHS_MAX = 4  # batch sizes with a captured graph, per sampler
+_GRAPHS_MAX = 4  # shapes (batch size, or K and total seeds) with a captured graph, per sampler
 
 
 def check_num_neighbors(num_neighbors) -> list[int]:
