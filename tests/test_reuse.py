@@ -63,15 +63,17 @@ def test_reuse_arguments():
         NeighborLoader(data, [2], batch_size=8, reuse=True)
     with pytest.raises(TypeError, match="reuse must be a bool or 'group'"):
         NeighborLoader(data, [2], batch_size=8, placement="host", reuse="yes")
-    with pytest.raises(ValueError, match="reorder_group > 1"):
+    with pytest.raises(ValueError, match="super_batch > 1 or reorder_group > 1"):
         NeighborLoader(data, [2], batch_size=8, placement="host", reuse="group")
 
 
-def test_group_reuse_reads_each_host_row_once_per_group(device):
+@pytest.mark.parametrize("group", [dict(reorder_group=4), dict(super_batch=4)])
+def test_group_reuse_reads_each_host_row_once_per_group(device, group):
     # reuse="group": the same batches as without it, and exactly the
-    # distinct rows of each group of batches read from host memory
+    # distinct rows of each group of batches (a reorder group, or a
+    # super-batch) read from host memory
     data = skewed_data()
-    args = dict(num_neighbors=[3, 2], batch_size=64, placement="host", reorder_group=4)
+    args = dict(num_neighbors=[3, 2], batch_size=64, placement="host", **group)
     _, plain = epoch(data, device=device, **args)
     loader, grouped = epoch(data, device=device, reuse="group", **args)
     assert_same_batches(plain, grouped)

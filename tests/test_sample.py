@@ -140,3 +140,61 @@ def test_adjacency_cache_bad_tiers():
         sample_neighbors(*args, hot_indptr=graph.indptr[:2], hot_indices=graph.indices[:3].long())
     with pytest.raises(ValueError, match="prefixes"):
         sample_neighbors(*args, hot_indptr=torch.zeros(4, dtype=torch.int64), hot_indices=graph.indices[:3])
+
+
+@given(graph=graphs(), fanout=FANOUTS, replace=st.booleans(), num_batches=st.sampled_from([1, 2, 3, 8]),
+       data=st.data())
+def test_super_batch_hop_is_each_batch_alone(device, graph, fanout, replace, num_batches, data):
+    # K sub-batches sampled in one launch: sub-batch k's slice of the output
+    # (edge_ptr) is bit for bit what sampling its frontier alone with seed[k]
+    # gives, because its Philox counters count from its own first node.
+    sizes = data.draw(st.lists(st.integers(0, 12), min_size=num_batches, max_size=num_batches))
+    n, slack = sum(sizes), 5
+    g = torch.Generator().manual_seed(n)
+    frontier = torch.randint(0, graph.num_nodes, (n,), generator=g)
+    local = torch.randint(0, 1000, (n + slack,), generator=g)
+    seeds = torch.randint(0, 2**31 - 1, (num_batches,), generator=g)
+    batch = torch.repeat_interleave(torch.arange(num_batches), torch.tensor(sizes))
+    batch_ptr = torch.tensor([0] + torch.tensor(sizes).cumsum(0).tolist())
+    indptr, indices = graph.indptr.to(device), graph.indices.to(device)
+    pad = lambda t, value: torch.cat([t, torch.full((slack,), value)]).to(device)  # noqa: E731
+    hop = sample_neighbors(indptr, indices, pad(frontier, 10**12), local.to(device),
+                           torch.tensor([n], device=device), fanout, replace, return_eid=True,
+                           seed=seeds.to(device), frontier_batch=pad(batch, 10**6),
+                           batch_ptr=batch_ptr.to(device))
+    edge_ptr = hop.edge_ptr.tolist()
+    assert edge_ptr[-1] == int(hop.num_edges) and len(edge_ptr) == num_batches + 1
+    for k in range(num_batches):
+        lo, hi = int(batch_ptr[k]), int(batch_ptr[k + 1])
+        alone = sample_neighbors(indptr, indices, pad(frontier[lo:hi], 10**12), local[lo:].to(device),
+                                 torch.tensor([hi - lo], device=device), fanout, replace, return_eid=True,
+                                 seed=seeds[k:k + 1].to(device))
+        e = int(alone.num_edges)
+        assert edge_ptr[k + 1] - edge_ptr[k] == e
+        part = slice(edge_ptr[k], edge_ptr[k + 1])
+        if device.type == "cpu" and not _interpreted():
+            continue  # the torch reference draws from the generator, not from Philox seeds
+        assert torch.equal(hop.src[part].cpu(), alone.src[:e].cpu())
+        assert torch.equal(hop.dst[part].cpu(), alone.dst[:e].cpu())
+        assert torch.equal(hop.eid[part].cpu(), alone.eid[:e].cpu())
+        assert bool((hop.batch[part] == k).all())
+
+
+def _interpreted():
+    from tritongnn.kernels._launch import INTERPRET
+    return INTERPRET
+
+
+def test_super_batch_bad_arguments():
+    graph = csc_from_degrees([3, 2], 2, torch.Generator().manual_seed(0))
+    args = (graph.indptr, graph.indices, torch.zeros(2, dtype=torch.int64), torch.zeros(2, dtype=torch.int64),
+            torch.tensor([2]), 2)
+    with pytest.raises(ValueError, match="together"):
+        sample_neighbors(*args, frontier_batch=torch.zeros(2, dtype=torch.int64))
+    with pytest.raises(TypeError, match="frontier_batch"):
+        sample_neighbors(*args, frontier_batch=torch.zeros(2, dtype=torch.int32), batch_ptr=torch.tensor([0, 2]))
+    with pytest.raises(ValueError, match="slots"):
+        sample_neighbors(*args, frontier_batch=torch.zeros(3, dtype=torch.int64), batch_ptr=torch.tensor([0, 2]))
+    with pytest.raises(ValueError, match="one Philox seed per sub-batch"):
+        sample_neighbors(*args, frontier_batch=torch.tensor([0, 1]), batch_ptr=torch.tensor([0, 1, 2]),
+                         seed=torch.tensor([3]))

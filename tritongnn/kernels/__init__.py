@@ -1,16 +1,19 @@
 """Triton kernels, one family per file, each with its launcher; ``reference``
 holds the pure-torch versions (test oracles and the CPU path).
 
+- ``classify``: the super-batch degree classifier (full / random nodes,
+  output placement) and the atomic-free multi-block prefix sum.
 - ``sample``: uniform neighbour sampling of one hop (CSC, GPU or UVA).
 - ``id_map``: fused global-to-local id mapping, keyed by sub-batch.
 - ``gather``: feature row gather from GPU memory or pinned host memory.
 - ``aggregate``: sum/mean neighbour aggregation, forward and backward.
 """
 from .aggregate import aggregate, segment_sum
+from .classify import classify_frontier, prefix_sum
 from .gather import gather_rows
 from .id_map import IdMap
-from .outputs import HopSample, MappedHop
+from .outputs import ClassifiedFrontier, HopSample, MappedHop
 from .sample import draw_seeds, sample_neighbors
 
 __all__ = ["sample_neighbors", "draw_seeds", "IdMap", "gather_rows", "HopSample", "MappedHop", "aggregate",
-           "segment_sum"]
+           "segment_sum", "classify_frontier", "prefix_sum", "ClassifiedFrontier"]

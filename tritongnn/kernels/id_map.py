@@ -228,7 +228,10 @@ class IdMap:
             first = torch.zeros(1, dtype=torch.int64, device=self.device)
             self.base = count.clone()
         else:
-            per_batch = torch.bincount(seeds_batch, minlength=self.num_batches)
+            # not bincount: on a GPU it reads the max back (a sync, which a
+            # CUDA graph capture of a super-batch cannot hold)
+            per_batch = torch.zeros(self.num_batches, dtype=torch.int64, device=self.device)
+            per_batch.scatter_add_(0, seeds_batch, torch.ones_like(seeds_batch))
             first = torch.cumsum(per_batch, 0) - per_batch
             self.base = per_batch
         slot = self._insert(seeds, seeds_batch, count, bound)

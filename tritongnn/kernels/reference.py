@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .outputs import HopSample, MappedHop
+from .outputs import ClassifiedFrontier, HopSample, MappedHop
 
 
 def sample_counts(degree: torch.Tensor, fanout: int, replace: bool) -> torch.Tensor:
@@ -37,8 +37,43 @@ def floyd_sample(degree: torch.Tensor, fanout: int, generator=None) -> torch.Ten
     return chosen
 
 
+def full_nodes(degree: torch.Tensor, fanout: int, replace: bool) -> torch.Tensor:
+    """Nodes that take their whole row with no random draw: every node for
+    fanout -1, ``degree <= fanout`` without replacement, isolated nodes."""
+    if fanout == -1:
+        return torch.ones_like(degree, dtype=torch.bool)
+    if replace:
+        return degree == 0
+    return degree <= fanout
+
+
+def classify_frontier(indptr, frontier, num_frontier, fanout, replace=False, frontier_batch=None,
+                      batch_ptr=None) -> ClassifiedFrontier:
+    """Reference of ``kernels.classify.classify_frontier`` (outputs sized to
+    the valid prefix, except ``edge_ptr``/``num_full``)."""
+    n = int(num_frontier.reshape(-1)[0])
+    nodes = frontier[:n]
+    start = indptr[nodes]
+    degree = indptr[nodes + 1] - start
+    count = sample_counts(degree, fanout, replace)
+    full = full_nodes(degree, fanout, replace)
+    if frontier_batch is None:
+        batch = torch.zeros(n, dtype=torch.int64, device=nodes.device)
+        batch_ptr = torch.tensor([0, n], dtype=torch.int64, device=nodes.device)
+    else:
+        batch = frontier_batch[:n]
+    # stable: by sub-batch, full nodes (key 0) before random ones (key 1), then frontier order
+    order = torch.sort(batch * 2 + (~full).long(), stable=True).indices
+    num_batches = batch_ptr.numel() - 1
+    edges = torch.zeros(num_batches, dtype=torch.int64, device=nodes.device).index_add_(0, batch, count)
+    edge_ptr = torch.cat([edges.new_zeros(1), torch.cumsum(edges, 0)])
+    num_full = torch.zeros(num_batches, dtype=torch.int64, device=nodes.device).index_add_(0, batch, full.long())
+    return ClassifiedFrontier(start, degree, torch.cumsum(count, 0), order, edge_ptr, num_full)
+
+
 def sample_neighbors(indptr, indices, frontier, frontier_local, num_frontier, fanout,
-                     replace=False, generator=None, return_eid=False) -> HopSample:
+                     replace=False, generator=None, return_eid=False, frontier_batch=None,
+                     batch_ptr=None) -> HopSample:
     """Reference of ``kernels.sample.sample_neighbors`` (exactly sized outputs)."""
     n = int(num_frontier.reshape(-1)[0])
     nodes = frontier[:n]
@@ -64,7 +99,13 @@ def sample_neighbors(indptr, indices, frontier, frontier_local, num_frontier, fa
     src = indices[pos].to(torch.int64)
     dst = frontier_local[:n, None].expand(n, width)[m_edge]
     num_edges = torch.tensor([total], dtype=torch.int64, device=nodes.device)
-    return HopSample(src, dst.contiguous(), pos if return_eid else None, num_edges)
+    batch = None
+    edge_ptr = torch.tensor([0, total], dtype=torch.int64, device=nodes.device)
+    if frontier_batch is not None:
+        batch = frontier_batch[:n, None].expand(n, width)[m_edge].contiguous()
+        edge_ptr = classify_frontier(indptr, frontier, num_frontier, fanout, replace, frontier_batch,
+                                     batch_ptr).edge_ptr
+    return HopSample(src, dst.contiguous(), pos if return_eid else None, num_edges, batch, edge_ptr)
 
 
 class IdMap:

@@ -5,29 +5,40 @@ are ``indices[indptr[v]:indptr[v + 1]]``. ``indptr``/``indices`` may live in
 GPU memory or in pinned host memory; the kernels read either directly (UVA),
 so the adjacency of a graph larger than the GPU is never staged by the CPU.
 
-Three launches per hop, no host synchronisation:
+Four launches per hop, no host synchronisation:
 
-1. ``_row_kernel``: per frontier node, its row start, degree and the number of
+1. ``kernels.classify`` (three passes, an atomic-free multi-block prefix
+   sum): per frontier node, its row start, degree and the number of
    neighbours it will draw (``count``: ``min(degree, fanout)`` without
    replacement, ``fanout`` (or 0 for an isolated node) with replacement,
-   ``degree`` for ``fanout = -1``).
-2. ``torch.cumsum(count)``: the output offsets, so the edges of a hop come out
-   grouped by target node, in frontier order, like PyG's.
-3. ``_sample_kernel`` (fanout >= 0): a ``[BLOCK_NODES, FANOUT_PAD]`` tile, one
-   node per row. A node with ``degree <= fanout`` copies its row. A node with
-   more neighbours draws ``fanout`` distinct positions with Robert Floyd's
-   algorithm: for ``j = degree - fanout .. degree - 1`` draw ``t`` uniform in
-   ``[0, j]`` and keep ``j`` if ``t`` was already chosen, else ``t``. Every
-   ``fanout``-subset is then equally likely, at ``O(fanout^2)`` work per node
-   however large its degree (hubs of power-law graphs cost the same as small
-   nodes), without reading the row. With replacement the draws are i.i.d.
-   ``_all_kernel`` (fanout = -1) copies whole rows, one output edge per lane.
+   ``degree`` for ``fanout = -1``); the output offsets (exclusive scan of
+   ``count``), so the edges of a hop come out grouped by target node, in
+   frontier order, like PyG's; and ``order``, the frontier with full nodes
+   (``degree <= fanout``) before random ones, per sub-batch.
+2. ``_sample_kernel`` (fanout >= 0): a ``[BLOCK_NODES, FANOUT_PAD]`` tile, one
+   node of ``order`` per row. A node with ``degree <= fanout`` copies its row;
+   a tile of such nodes only (most tiles, thanks to ``order``) skips the
+   draws. A node with more neighbours draws ``fanout`` distinct positions
+   with Robert Floyd's algorithm: for ``j = degree - fanout .. degree - 1``
+   draw ``t`` uniform in ``[0, j]`` and keep ``j`` if ``t`` was already
+   chosen, else ``t``. Every ``fanout``-subset is then equally likely, at
+   ``O(fanout^2)`` work per node however large its degree (hubs of power-law
+   graphs cost the same as small nodes), without reading the row. With
+   replacement the draws are i.i.d. ``_all_kernel`` (fanout = -1) copies
+   whole rows, one output edge per lane.
 
 Random numbers are Philox (``tl.randint``) keyed by a per-launch seed drawn
 from the caller's ``torch.Generator`` and by (node position, draw): results are
-reproducible for a given generator state, independent of the launch shape.
-The seed is read from device memory, so a CUDA graph of the launches replays
-with new seeds.
+reproducible for a given generator state, independent of the launch shape and
+of the order in which programs take the nodes. The seed is read from device
+memory, so a CUDA graph of the launches replays with new seeds.
+
+Super-batches. The K sub-batches of a super-batch are sampled in the same
+launches: the frontier is their frontiers end to end (``frontier_batch``,
+``batch_ptr``), each sub-batch has its own seed (``seed[k]``) and a node's
+Philox counter is its position *within its sub-batch*. A sub-batch therefore
+draws exactly the numbers it would draw sampled alone, and its edges, a
+contiguous slice (``edge_ptr``), are exactly that batch's edges.
 
 The adjacency may come in two tiers (the adjacency cache): after hot-first
 relabelling, the rows of nodes ``< A`` are a prefix of the CSC arrays, kept as
@@ -46,56 +57,9 @@ import triton
 import triton.language as tl
 
 from . import reference
+from .classify import _load_tiered, classify_frontier
 from .outputs import HopSample
 from ._launch import check_readable, interpreted_block, next_power_of_2, use_triton
-
-
-@triton.jit
-def _load_tiered(hot, cold, b_idx, num_hot, mask, TIERED: tl.constexpr):
-    """``cold[b_idx]``, with ``b_idx < num_hot`` read from ``hot`` instead
-    (the adjacency cache: hot-first ids make "cached?" one comparison)."""
-    if TIERED:
-        m_hot = mask & (b_idx < num_hot)
-        b_hot = tl.load(hot + b_idx, mask=m_hot, other=0)
-        b_cold = tl.load(cold + b_idx, mask=mask & (b_idx >= num_hot), other=0)
-        b_out = tl.where(m_hot, b_hot, b_cold)
-    else:
-        b_out = tl.load(cold + b_idx, mask=mask, other=0)
-    return b_out
-
-
-@triton.jit(do_not_specialize=["bound", "fanout", "num_hot"])
-def _row_kernel(
-    indptr,        # [N + 1] int64, GPU or pinned host
-    hot_indptr,    # [num_hot + 1] int64 GPU copy of indptr[:num_hot + 1] (if TIERED)
-    frontier,      # [bound] int64 global ids of the nodes to sample for
-    num_frontier,  # [1] int64 device scalar: valid prefix of ``frontier``
-    row_start,     # [bound] int64 out: indptr[v]
-    degree,        # [bound] int64 out: indptr[v + 1] - indptr[v]
-    count,         # [bound] int64 out: neighbours drawn (0 beyond num_frontier)
-    bound,         # number of slots in the buffers
-    fanout,        # neighbours per node (ignored when ALL)
-    num_hot,       # nodes < num_hot read their row bounds from hot_indptr
-    ALL: tl.constexpr,  # fanout == -1: every neighbour
-    REPLACE: tl.constexpr,
-    TIERED: tl.constexpr,
-    BLOCK: tl.constexpr,
-):
-    i_n = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m_slot = i_n < bound
-    m_n = m_slot & (i_n < tl.load(num_frontier))
-    b_v = tl.load(frontier + i_n, mask=m_n, other=0)
-    b_start = _load_tiered(hot_indptr, indptr, b_v, num_hot, m_n, TIERED)
-    b_deg = _load_tiered(hot_indptr, indptr, b_v + 1, num_hot + 1, m_n, TIERED) - b_start
-    if ALL:
-        b_count = b_deg
-    elif REPLACE:
-        b_count = tl.where(b_deg > 0, fanout, 0).to(tl.int64)
-    else:
-        b_count = tl.minimum(b_deg, fanout)
-    tl.store(row_start + i_n, b_start, mask=m_slot)
-    tl.store(degree + i_n, b_deg, mask=m_slot)
-    tl.store(count + i_n, b_count, mask=m_slot)
 
 
 @triton.jit
@@ -111,15 +75,19 @@ def _sample_kernel(
     indices,         # [E] int32/int64 CSC sources, GPU or pinned host
     hot_indices,     # [num_hot_edges] GPU copy of indices[:num_hot_edges] (if TIERED)
     frontier_local,  # [bound] int64 local id of each frontier node (edge target)
-    row_start,       # [bound] int64 from _row_kernel
-    degree,          # [bound] int64 from _row_kernel
-    offsets,         # [bound] int64 inclusive cumsum of count
+    order,           # [bound] int64 frontier positions, full nodes first (kernels.classify)
+    row_start,       # [bound] int64 from the classifier
+    degree,          # [bound] int64 from the classifier
+    offsets,         # [bound] int64 inclusive end of each node's edges (frontier order)
+    frontier_batch,  # [bound] int64 sub-batch of each frontier node (if HAS_BATCH)
+    batch_ptr,       # [K + 1] int64 first frontier position of each sub-batch (if HAS_BATCH)
     num_frontier,    # [1] int64 device scalar
     out_src,         # [bound * fanout] int64 out: global id of the sampled neighbour
     out_dst,         # [bound * fanout] int64 out: local id of the node it was sampled for
     out_eid,         # [bound * fanout] int64 out: CSC position of the edge (if WRITE_EID)
+    out_batch,       # [bound * fanout] int64 out: sub-batch of the edge (if HAS_BATCH)
     bound,
-    seed,            # [1] int64 device scalar: Philox seed of this launch (read on the
+    seed,            # [K] int64 Philox seed of each sub-batch for this hop (read on the
                      # device, so a captured CUDA graph replays with fresh seeds)
     num_hot_edges,   # CSC positions < num_hot_edges are read from hot_indices
     FANOUT: tl.constexpr,
@@ -127,32 +95,47 @@ def _sample_kernel(
     REPLACE: tl.constexpr,
     WRITE_EID: tl.constexpr,
     TIERED: tl.constexpr,
+    HAS_BATCH: tl.constexpr,
     BLOCK_NODES: tl.constexpr,
 ):
-    i_n = tl.program_id(0).to(tl.int64) * BLOCK_NODES + tl.arange(0, BLOCK_NODES)
-    m_n = (i_n < bound) & (i_n < tl.load(num_frontier))
-    seed = tl.load(seed)
+    # The program's nodes are a run of the classified order: mostly all full
+    # nodes (no draws) or all random ones.
+    i_o = tl.program_id(0).to(tl.int64) * BLOCK_NODES + tl.arange(0, BLOCK_NODES)
+    m_n = (i_o < bound) & (i_o < tl.load(num_frontier))
+    i_n = tl.load(order + i_o, mask=m_n, other=0)  # [BN] frontier positions
+    if HAS_BATCH:
+        b_batch = tl.load(frontier_batch + i_n, mask=m_n, other=0)
+        b_seed = tl.load(seed + b_batch, mask=m_n, other=0)
+        # Philox counters count from the sub-batch's own first node: a node
+        # draws what it would draw in its batch sampled alone.
+        b_draw = i_n - tl.load(batch_ptr + b_batch, mask=m_n, other=0)
+    else:
+        b_seed = tl.load(seed)
+        b_draw = i_n
     b_start = tl.load(row_start + i_n, mask=m_n, other=0)
     b_deg = tl.load(degree + i_n, mask=m_n, other=0)
     b_end = tl.load(offsets + i_n, mask=m_n, other=0)
     b_dst = tl.load(frontier_local + i_n, mask=m_n, other=0)
     o_j = tl.arange(0, FANOUT_PAD)  # [FP]
-    # Philox counter of draw j for node i: unique within the launch.
-    o_rand = i_n[:, None] * FANOUT_PAD + o_j[None, :]  # [BN, FP]
 
     if REPLACE:
-        b_pick = _uniform_below(seed, o_rand, b_deg[:, None])  # [BN, FP]
+        # Philox counter of draw j for node i: unique within the sub-batch.
+        o_rand = b_draw[:, None] * FANOUT_PAD + o_j[None, :]  # [BN, FP]
+        if HAS_BATCH:
+            b_seed = tl.broadcast_to(b_seed[:, None], (BLOCK_NODES, FANOUT_PAD))
+        b_pick = _uniform_below(b_seed, o_rand, b_deg[:, None])  # [BN, FP]
         b_count = tl.where(b_deg > 0, FANOUT, 0)
     else:
-        # Floyd's algorithm, all nodes of the tile in lock step.
-        b_chosen = tl.full([BLOCK_NODES, FANOUT_PAD], -1, tl.int64)
-        for s in tl.static_range(FANOUT):
-            b_top = b_deg - FANOUT + s  # [BN] draw t in [0, b_top]
-            b_t = _uniform_below(seed, i_n * FANOUT_PAD + s, b_top + 1)
-            b_seen = tl.sum((b_chosen == b_t[:, None]).to(tl.int32), axis=1) > 0
-            b_new = tl.where(b_seen, b_top, b_t)
-            b_chosen = tl.where(o_j[None, :] == s, b_new[:, None], b_chosen)
         b_full = b_deg <= FANOUT
+        b_chosen = tl.full([BLOCK_NODES, FANOUT_PAD], -1, tl.int64)
+        if tl.max((m_n & ~b_full).to(tl.int32), axis=0) > 0:
+            # Floyd's algorithm, all nodes of the tile in lock step.
+            for s in tl.static_range(FANOUT):
+                b_top = b_deg - FANOUT + s  # [BN] draw t in [0, b_top]
+                b_t = _uniform_below(b_seed, b_draw * FANOUT_PAD + s, b_top + 1)
+                b_seen = tl.sum((b_chosen == b_t[:, None]).to(tl.int32), axis=1) > 0
+                b_new = tl.where(b_seen, b_top, b_t)
+                b_chosen = tl.where(o_j[None, :] == s, b_new[:, None], b_chosen)
         b_pick = tl.where(b_full[:, None], o_j[None, :], b_chosen)
         b_count = tl.minimum(b_deg, FANOUT)
 
@@ -164,6 +147,8 @@ def _sample_kernel(
     tl.store(out_dst + o_out, tl.broadcast_to(b_dst[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
     if WRITE_EID:
         tl.store(out_eid + o_out, b_pos, mask=m_e)
+    if HAS_BATCH:
+        tl.store(out_batch + o_out, tl.broadcast_to(b_batch[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
 
 
 @triton.jit(do_not_specialize=["num_edges", "num_hot_edges"])
@@ -175,11 +160,14 @@ def _all_kernel(
     row_start,       # [bound] int64
     offsets,         # [bound] int64 inclusive cumsum of count (= degree here)
     degree,          # [bound] int64
+    frontier_batch,  # [bound] int64 (if HAS_BATCH)
     out_src, out_dst, out_eid,
+    out_batch,       # [num_edges] int64 out (if HAS_BATCH)
     num_edges,
     num_hot_edges,
     WRITE_EID: tl.constexpr,
     TIERED: tl.constexpr,
+    HAS_BATCH: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     i_e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -192,6 +180,8 @@ def _all_kernel(
     tl.store(out_dst + i_e, tl.load(frontier_local + b_node, mask=m_e, other=0), mask=m_e)
     if WRITE_EID:
         tl.store(out_eid + i_e, b_pos, mask=m_e)
+    if HAS_BATCH:
+        tl.store(out_batch + i_e, tl.load(frontier_batch + b_node, mask=m_e, other=0), mask=m_e)
 
 
 def _launch_settings(fanout_pad: int) -> tuple[int, int]:
@@ -199,6 +189,30 @@ def _launch_settings(fanout_pad: int) -> tuple[int, int]:
     # registers; 4 warps. Fanout 15 -> 128 nodes per program.
     block_nodes = max(16, min(256, 2048 // fanout_pad))
     return interpreted_block(block_nodes, 256), 4
+
+
+def _check_batches(frontier, frontier_batch, batch_ptr, seed, device):
+    """The super-batch arguments: both or neither, int64 on the frontier's
+    device, one Philox seed per sub-batch. Returns K."""
+    if (frontier_batch is None) != (batch_ptr is None):
+        raise ValueError("frontier_batch and batch_ptr come together (the super-batch's sub-batches)")
+    if frontier_batch is None:
+        num_batches = 1
+    else:
+        for name, t in (("frontier_batch", frontier_batch), ("batch_ptr", batch_ptr)):
+            if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.dim() != 1:
+                raise TypeError(f"{name} must be a 1-D int64 tensor, got "
+                                f"{getattr(t, 'dtype', type(t).__name__)}")
+            if t.device != device:
+                raise ValueError(f"{name} lives on {t.device}, the frontier on {device}")
+        if frontier_batch.numel() != frontier.numel():
+            raise ValueError(f"frontier_batch has {frontier_batch.numel()} slots, the frontier {frontier.numel()}")
+        num_batches = batch_ptr.numel() - 1
+        if num_batches < 1:
+            raise ValueError(f"batch_ptr must have K + 1 >= 2 entries, got {batch_ptr.numel()}")
+    if seed is not None and seed.numel() != num_batches:
+        raise ValueError(f"seed must hold one Philox seed per sub-batch ({num_batches}), got {seed.numel()}")
+    return num_batches
 
 
 def sample_neighbors(
@@ -214,8 +228,11 @@ def sample_neighbors(
     seed: torch.Tensor | None = None,
     hot_indptr: torch.Tensor | None = None,
     hot_indices: torch.Tensor | None = None,
+    frontier_batch: torch.Tensor | None = None,
+    batch_ptr: torch.Tensor | None = None,
 ) -> HopSample:
-    """Sample up to ``fanout`` in-neighbours of every frontier node.
+    """Sample up to ``fanout`` in-neighbours of every frontier node, for one
+    batch or for the K sub-batches of a super-batch in one launch.
 
     Args:
         indptr: ``[N + 1]`` int64 CSC pointer (GPU or pinned host memory).
@@ -230,17 +247,28 @@ def sample_neighbors(
         generator: CPU ``torch.Generator`` the launch seed is drawn from
             (and, on the CPU path, every random number).
         return_eid: also return each edge's CSC position.
-        seed: ``[1]`` int64 Philox seed on the frontier's device, used
-            instead of a draw from ``generator`` by the Triton kernels.
+        seed: ``[K]`` int64 Philox seeds (one per sub-batch, ``[1]`` for one
+            batch) on the frontier's device, used instead of a draw from
+            ``generator`` by the Triton kernels.
         hot_indptr, hot_indices: the adjacency cache, GPU copies of
             ``indptr[:A + 1]`` and ``indices[:indptr[A]]`` for the first A
             (hot-first) nodes: their rows are read from these, the others
             from ``indptr``/``indices``. Both or neither.
+        frontier_batch: ``[bound]`` int64 sub-batch of each frontier node,
+            contiguous by sub-batch (a super-batch); None for one batch.
+        batch_ptr: ``[K + 1]`` int64 device: where each sub-batch starts in
+            the frontier, ``batch_ptr[K] == num_frontier``; with
+            ``frontier_batch``.
 
     Returns:
-        ``HopSample``: edges grouped by target in frontier order. With
+        ``HopSample``: edges grouped by target in frontier order (so by
+        sub-batch), ``edge_ptr`` where each sub-batch's edges start, ``batch``
+        the sub-batch of each edge (with ``frontier_batch``). With
         ``fanout >= 0`` its buffers have ``bound * fanout`` slots and nothing
-        is synchronised; with ``fanout = -1`` they are sized exactly (one sync).
+        is synchronised; with ``fanout = -1`` they are sized exactly (one
+        sync). Node ``i`` of sub-batch ``k`` draws its neighbours from
+        ``seed[k]`` and its position within sub-batch ``k``: each sub-batch
+        gets exactly what sampling it alone with ``seed[k:k + 1]`` gives.
 
     Example:
         >>> hop = sample_neighbors(indptr, indices, seeds, torch.arange(len(seeds)),
@@ -249,9 +277,10 @@ def sample_neighbors(
     if not isinstance(fanout, int) or isinstance(fanout, bool) or fanout < -1:
         raise ValueError(f"fanout must be an int >= -1 (-1 = all neighbours), got {fanout!r}")
     device = frontier.device
+    _check_batches(frontier, frontier_batch, batch_ptr, seed, device)
     if not use_triton(device):
-        return reference.sample_neighbors(indptr, indices, frontier, frontier_local,
-                                          num_frontier, fanout, replace, generator, return_eid)
+        return reference.sample_neighbors(indptr, indices, frontier, frontier_local, num_frontier, fanout,
+                                          replace, generator, return_eid, frontier_batch, batch_ptr)
     check_readable(indptr, device, "indptr")
     check_readable(indices, device, "indices")
     tiered = hot_indptr is not None or hot_indices is not None
@@ -268,49 +297,49 @@ def sample_neighbors(
                              f"must be prefixes of indptr [{indptr.numel()}] / indices [{indices.numel()}]")
     else:
         hot_indptr, hot_indices = indptr, indices
-    num_hot, num_hot_edges = hot_indptr.numel() - 1, hot_indices.numel()
+    has_batch = frontier_batch is not None
     bound = frontier.numel()
-    row_start = torch.empty(bound, dtype=torch.int64, device=device)
-    degree = torch.empty_like(row_start)
-    count = torch.empty_like(row_start)
-    if bound:
-        grid = (triton.cdiv(bound, 512),)
-        _row_kernel[grid](indptr, hot_indptr, frontier, num_frontier, row_start, degree, count,
-                          bound, fanout, num_hot, ALL=fanout == -1, REPLACE=replace,
-                          TIERED=tiered, BLOCK=512)
-    offsets = torch.cumsum(count, 0)
-    num_edges = offsets[-1:] if bound else torch.zeros(1, dtype=torch.int64, device=device)
+    classified = classify_frontier(indptr, frontier, num_frontier, fanout, replace, frontier_batch, batch_ptr,
+                                   hot_indptr if tiered else None)
+    edge_ptr = classified.edge_ptr
+    num_edges = edge_ptr[-1:]
+    if not has_batch:  # never read: the kernels' HAS_BATCH is off
+        frontier_batch = batch_ptr = frontier
 
     if fanout == -1:
         # Only here is the output size unknown up to the sum of degrees.
         total = int(num_edges.item())
-        owner = torch.repeat_interleave(torch.arange(bound, device=device), count,
+        owner = torch.repeat_interleave(torch.arange(bound, device=device), classified.degree,
                                         output_size=total)
         src = torch.empty(total, dtype=torch.int64, device=device)
         dst = torch.empty_like(src)
         eid = torch.empty_like(src) if return_eid else src
+        batch = torch.empty_like(src) if has_batch else src
         if total:
             _all_kernel[(triton.cdiv(total, 1024),)](
-                indices, hot_indices, owner, frontier_local, row_start, offsets, degree,
-                src, dst, eid, total, num_hot_edges, WRITE_EID=return_eid, TIERED=tiered,
-                BLOCK=1024)
-        return HopSample(src, dst, eid if return_eid else None, num_edges)
+                indices, hot_indices, owner, frontier_local, classified.row_start, classified.offsets,
+                classified.degree, frontier_batch, src, dst, eid, batch, total, hot_indices.numel(),
+                WRITE_EID=return_eid, TIERED=tiered, HAS_BATCH=has_batch, BLOCK=1024)
+        return HopSample(src, dst, eid if return_eid else None, num_edges, batch if has_batch else None,
+                         edge_ptr)
 
     slots = bound * fanout
     src = torch.empty(slots, dtype=torch.int64, device=device)
     dst = torch.empty_like(src)
     eid = torch.empty_like(src) if return_eid else src
+    batch = torch.empty_like(src) if has_batch else src
     if slots:
         if seed is None:
             seed = torch.full((1,), int(draw_seeds(1, generator)[0]), dtype=torch.int64, device=device)
         fanout_pad = next_power_of_2(fanout)
         block_nodes, num_warps = _launch_settings(fanout_pad)
         _sample_kernel[(triton.cdiv(bound, block_nodes),)](
-            indices, hot_indices, frontier_local, row_start, degree, offsets, num_frontier,
-            src, dst, eid, bound, seed, num_hot_edges,
-            FANOUT=fanout, FANOUT_PAD=fanout_pad, REPLACE=replace, WRITE_EID=return_eid,
-            TIERED=tiered, BLOCK_NODES=block_nodes, num_warps=num_warps)
-    return HopSample(src, dst, eid if return_eid else None, num_edges)
+            indices, hot_indices, frontier_local, classified.order, classified.row_start, classified.degree,
+            classified.offsets, frontier_batch, batch_ptr, num_frontier, src, dst, eid, batch, bound, seed,
+            hot_indices.numel(), FANOUT=fanout, FANOUT_PAD=fanout_pad, REPLACE=replace,
+            WRITE_EID=return_eid, TIERED=tiered, HAS_BATCH=has_batch, BLOCK_NODES=block_nodes,
+            num_warps=num_warps)
+    return HopSample(src, dst, eid if return_eid else None, num_edges, batch if has_batch else None, edge_ptr)
 
 
 def draw_seeds(count: int, generator: torch.Generator | None) -> torch.Tensor:

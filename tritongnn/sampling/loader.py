@@ -23,6 +23,7 @@ references of the kernels.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import queue
 import threading
@@ -179,12 +180,22 @@ class NeighborLoader:
             reused on the GPU instead of read again (``tritongnn.cache.reuse``;
             batches are the same either way): ``True``, the previous batch's
             rows (FastGL's match-reuse); ``"group"``, every row a group of
-            ``reorder_group`` batches needs is read once, into a staging
-            buffer of the group's distinct host rows; ``False``: off.
+            batches needs (the ``reorder_group``, else the ``super_batch``)
+            is read once, into a staging buffer of the group's distinct host
+            rows; ``False``: off.
         reorder_group: sample this many batches, then gather them in the
             order that makes each follow the one it shares most nodes with
             (FastGL's match-reorder, ``tritongnn.cache.reorder``); 1: off.
             Batches come in another order, each seed still once per epoch.
+        super_batch: sample this many consecutive batches in one pass
+            (GARDEN's super-batching, ``NeighborSampler.sample_many``) and
+            deliver them one by one; 1: off. The batches are bit for bit
+            those of ``super_batch=1`` for the same seed, the last
+            super-batch may hold fewer batches (or a short last one). Its
+            sampling time is spread evenly over its batches in ``stats``.
+            With ``reorder_group`` the two are independent: batches are
+            sampled K at a time and reordered G at a time (with G a multiple
+            of K, each group is G / K whole super-batches).
         **kwargs: other PyG/DataLoader arguments: worker settings warn that
             they have no effect; features not supported yet raise
             ``NotImplementedError`` naming the argument.
@@ -202,8 +213,8 @@ class NeighborLoader:
                  generator: torch.Generator | None = None, seed: int | None = None,
                  prefetch: int = 2, cache_budget=None, cache_profile=None, profile_epochs: int = 3,
                  cache_policy: str = "profile", dynamic_cache=None, reuse: bool | str = False,
-                 reorder_group: int = 1, rank: int | None = None, world_size: int | None = None,
-                 share_host_memory: bool = True, **kwargs):
+                 reorder_group: int = 1, super_batch: int = 1, rank: int | None = None,
+                 world_size: int | None = None, share_host_memory: bool = True, **kwargs):
         _check_kwargs(dict(kwargs, input_time=input_time))
         if isinstance(data, tuple):
             raise NotImplementedError("data as a (FeatureStore, GraphStore) pair is not supported yet")
@@ -214,6 +225,7 @@ class NeighborLoader:
         if "edge_index" not in data:
             raise NotImplementedError("data without edge_index (e.g. adj_t) is not supported yet")
         check_positive_int("batch_size", batch_size)
+        check_positive_int("super_batch", super_batch)
         if placement not in _PLACEMENTS:
             raise ValueError(f"placement must be one of {_PLACEMENTS}, got {placement!r}")
         if not isinstance(prefetch, int) or prefetch < 0:
@@ -236,9 +248,9 @@ class NeighborLoader:
                              f"placement='device' every row is in GPU memory already)")
         if reorder_group != 1:  # checked here, before the graph is built
             check_group(reorder_group)
-        if reuse == "group" and reorder_group == 1:
+        if reuse == "group" and reorder_group == 1 and super_batch == 1:
             raise ValueError("reuse='group' reads each host row once per group of batches: pass "
-                             "reorder_group > 1 (the group size) with it")
+                             "super_batch > 1 or reorder_group > 1 (the group size) with it")
         if not isinstance(share_host_memory, bool):
             raise TypeError(f"share_host_memory must be a bool, got {type(share_host_memory).__name__} "
                             f"{share_host_memory!r}")
@@ -252,6 +264,7 @@ class NeighborLoader:
         num_nodes = data.num_nodes
         self.input_nodes = _check_input_nodes(input_nodes, num_nodes, self.device)
         self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), bool(drop_last)
+        self.super_batch = super_batch
         self.transform, self.placement, self.prefetch = transform, placement, prefetch
         self.rank, self.world_size = resolve_ranks(rank, world_size)
         self.epoch = 0
@@ -612,19 +625,37 @@ class NeighborLoader:
         return [order[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size, self.batch_size)]
 
     def _batches(self, batches, gather_stream=None):
-        """The epoch's batches, built in turn; with ``reorder`` sampled a
-        group at a time and assembled in the group's match order."""
-        if self.reorder is None:
-            for input_id in batches:
-                yield self._make_batch(input_id, gather_stream)
+        """The epoch's batches, built in turn: sampled ``super_batch`` at a
+        time; with ``reorder`` assembled a group at a time in the group's
+        match order."""
+        sampled = self._sampled(batches)
+        if self.reorder is None and not isinstance(self.reuse, GroupReuse):
+            for item in sampled:
+                yield self._finish(*item, gather_stream)
             return
-        for first in range(0, len(batches), self.reorder.group):
-            group = [self._sample(input_id) for input_id in batches[first:first + self.reorder.group]]
-            nodes = [sampled[1].node for sampled in group]
+        # a group: the reorder's, else (group reuse alone) the super-batch
+        group_size = self.reorder.group if self.reorder is not None else self.super_batch
+        while group := list(itertools.islice(sampled, group_size)):
+            nodes = [item[1].node for item in group]
             if isinstance(self.reuse, GroupReuse):
                 self._on_gather_stream(self._stage, gather_stream, nodes)
-            for j in self.reorder.order(nodes):
+            for j in (self.reorder.order(nodes) if self.reorder is not None else range(len(group))):
                 yield self._finish(*group[j], gather_stream)
+
+    def _sampled(self, batches):
+        """``(input_id, SamplerOutput, start, sampled, share)`` of each batch
+        in epoch order, ``super_batch`` batches sampled in one pass; ``share``
+        is the batch's part of the pass's sampling time (1 / batches in it)."""
+        for first in range(0, len(batches), self.super_batch):
+            group = batches[first:first + self.super_batch]
+            start = self.times.mark()
+            if len(group) == 1:
+                outs = [self.sampler.sample(self._seeds[group[0]], self.generator)]
+            else:
+                outs = self.sampler.sample_many([self._seeds[input_id] for input_id in group], self.generator)
+            sampled = self.times.mark()
+            for input_id, out in zip(group, outs):
+                yield input_id, out, start, sampled, 1.0 / len(group)
 
     def _stage(self, nodes) -> None:
         """Read the group's host rows once (``GroupReuse``)."""
@@ -646,24 +677,16 @@ class NeighborLoader:
         with torch.cuda.stream(gather_stream):
             return fn(tensors)
 
-    def _make_batch(self, input_id: torch.Tensor, gather_stream=None) -> Data:
-        return self._finish(*self._sample(input_id), gather_stream)
-
-    def _sample(self, input_id: torch.Tensor):
-        start = self.times.mark()
-        out = self.sampler.sample(self._seeds[input_id], self.generator)
-        return input_id, out, start, self.times.mark()
-
-    def _finish(self, input_id, out, start, sampled, gather_stream=None) -> Data:
+    def _finish(self, input_id, out, start, sampled, share, gather_stream=None) -> Data:
         """Gather and assemble a sampled batch. With ``gather_stream`` (the
         prefetcher's), this runs there: the next batch's sampling, on the
         current stream, overlaps this batch's gather (both wait mostly on
         UVA reads, neither fills PCIe)."""
         tensors = [t for t in (input_id, out.node, out.row, out.col, out.edge) if t is not None]
-        return self._on_gather_stream(lambda _: self._assemble(input_id, out, start, sampled),
+        return self._on_gather_stream(lambda _: self._assemble(input_id, out, start, sampled, share),
                                       gather_stream, tensors)
 
-    def _assemble(self, input_id, out, start, sampled) -> Data:
+    def _assemble(self, input_id, out, start, sampled, share) -> Data:
         times = self.times
         gather_start = times.mark()
         node = out.node  # internal ids: the user's, or hot-first with a cache
@@ -683,7 +706,7 @@ class NeighborLoader:
             if reuse is not None:
                 tiers.update(reuse.gather_args())
             batch.x = gather_rows(self.x, node, **tiers)
-        times.add_batch(start, sampled, gather_start, times.mark())
+        times.add_batch(start, sampled, gather_start, times.mark(), share)
         if self.host_stats is not None:
             reused = None
             if reuse is not None:
@@ -725,6 +748,7 @@ class NeighborLoader:
 
     def __repr__(self) -> str:
         ranks = f", rank={self.rank}, world_size={self.world_size}" if self.world_size > 1 else ""
+        ranks += f", super_batch={self.super_batch}" if self.super_batch > 1 else ""
         return (f"{self.__class__.__name__}(num_neighbors={self.num_neighbors}, "
                 f"batch_size={self.batch_size}, placement={self.placement!r}, device={self.device}{ranks})")
 

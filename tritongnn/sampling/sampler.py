@@ -19,6 +19,24 @@ outputs are copied out of the graph's buffers before the next replay. Batches
 whose hops must sync (fanout -1, very large frontiers) run eagerly; both
 paths give the same batch for the same generator state.
 
+Super-batching (GARDEN's super-batch degree classifier): ``sample_many``
+samples K batches in one pass. Their seeds are laid end to end with a
+sub-batch id per node (``seeds_batch``, ``batch_ptr``); each hop is one
+classification pass (``kernels.classify``, three small launches), one
+sampling launch (``kernels.sample``) and one id-map insert (its three
+passes; keys ``sub_batch * N + node``: each sub-batch keeps its own ids, a
+node in two sub-batches is two nodes) for all K, as for a single batch. The per-hop Philox seeds are drawn per sub-batch exactly as
+``sample`` draws them for consecutive batches, and a node's draws are keyed
+by its position within its sub-batch, so every sub-batch comes out bit for
+bit as ``sample`` gives it alone. Each hop's outputs are grouped by
+sub-batch (``edge_ptr`` from the classifier, ``num_new_per_batch`` from the
+id map); the host reads all those boundaries in one sync per super-batch
+and slices the K ``SamplerOutput``s out. What is saved is per-launch cost:
+K batches take the launches and host decisions of one, with K times the
+work per launch. What it costs is memory: buffers and the id map are sized
+for K batches at once. Super-batches are captured into CUDA graphs too, one
+per (K, total seeds).
+
 ``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``; ``PyGSampler``
 wraps it as a ``torch_geometric.sampler.BaseSampler`` so PyG's ``NodeLoader``
 can drive it too.
@@ -34,7 +52,7 @@ from ..kernels._launch import use_triton
 
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
 _GRAPH_KEYS_MAX = 1 << 22  # keys of the id map a captured graph owns: <= 192 MB of table
-_GRAPHS_MAX = 4  # batch sizes with a captured graph, per sampler
+_GRAPHS_MAX = 4  # shapes (batch size, or K and total seeds) with a captured graph, per sampler
 
 
 def check_num_neighbors(num_neighbors) -> list[int]:
@@ -51,33 +69,56 @@ def check_num_neighbors(num_neighbors) -> list[int]:
     return list(num_neighbors)
 
 
-class _CapturedHops:
-    """A CUDA graph of one batch size's hops with the buffers it reads:
-    ``seeds`` and ``rng`` (per-hop Philox seeds) are written before each
-    replay; ``hops`` are overwritten by it."""
+def _on_device(t: torch.Tensor, device: torch.device) -> bool:
+    """``t`` lives on ``device`` ("cuda" without an index: the current GPU)."""
+    if t.device.type != device.type:
+        return False
+    if device.type != "cuda" or device.index is None:
+        return device.type != "cuda" or t.device.index == torch.cuda.current_device()
+    return t.device.index == device.index
 
-    def __init__(self, sampler: "NeighborSampler", batch_size: int):
+
+class _CapturedHops:
+    """A CUDA graph of the hops of one shape, K sub-batches of ``batch_size``
+    seeds in all, with the buffers it reads: ``seeds``, ``rng`` (per-hop,
+    per-sub-batch Philox seeds) and, for K > 1, ``seeds_batch`` and
+    ``batch_ptr`` are written before each replay; ``hops`` are overwritten
+    by it. How the seeds split among the K sub-batches lives in those
+    buffers, so one graph serves every split of the same total."""
+
+    def __init__(self, sampler: "NeighborSampler", batch_size: int, num_batches: int = 1):
         device = sampler.device
         self.seeds = torch.zeros(batch_size, dtype=torch.int64, device=device)
-        self.rng = torch.zeros(len(sampler.num_neighbors), dtype=torch.int64, device=device)
+        self.rng = torch.zeros(len(sampler.num_neighbors), num_batches, dtype=torch.int64, device=device)
+        self.seeds_batch = self.batch_ptr = None
+        if num_batches > 1:  # a valid split for the warm-up run: every seed in sub-batch 0
+            self.seeds_batch = torch.zeros(batch_size, dtype=torch.int64, device=device)
+            self.batch_ptr = torch.full((num_batches + 1,), batch_size, dtype=torch.int64, device=device)
+            self.batch_ptr[0] = 0
         # its own table, sized so that no hop needs to grow it (a sync)
-        self.id_map = IdMap(sampler.graph.num_nodes, 1, sampler._keys_bound(batch_size), device)
-        sampler._hops(self.seeds, self.rng, None, self.id_map)  # compiles every kernel first
+        self.id_map = IdMap(sampler.graph.num_nodes, num_batches, sampler._keys_bound(batch_size), device)
+        args = (self.seeds, self.rng, None, self.id_map, self.seeds_batch, self.batch_ptr)
+        sampler._hops(*args)  # compiles every kernel first
         self.graph = torch.cuda.CUDAGraph()
         # "relaxed": the training thread may call CUDA meanwhile; a sync in
         # the capture still fails it, and the sampler falls back to eager.
         with torch.cuda.graph(self.graph, capture_error_mode="relaxed"):
-            self.hops = sampler._hops(self.seeds, self.rng, None, self.id_map)
+            self.hops = sampler._hops(*args)
 
-    def replay(self, seeds: torch.Tensor, rng: torch.Tensor):
+    def replay(self, seeds: torch.Tensor, rng: torch.Tensor, seeds_batch: torch.Tensor | None = None,
+               batch_ptr: torch.Tensor | None = None):
         self.seeds.copy_(seeds)
         self.rng.copy_(rng, non_blocking=True)
+        if self.seeds_batch is not None:
+            self.seeds_batch.copy_(seeds_batch)
+            self.batch_ptr.copy_(batch_ptr)
         self.graph.replay()
         return self.hops
 
 
 class NeighborSampler:
-    """Samples the L-hop neighbourhood of a batch of seeds.
+    """Samples the L-hop neighbourhood of a batch of seeds, or of K batches
+    at once (``sample_many``).
 
     Args:
         graph: the ``CSCGraph`` (GPU memory, or pinned host memory read
@@ -95,6 +136,7 @@ class NeighborSampler:
         >>> sampler = NeighborSampler(graph.to("cuda"), [15, 10, 5], device="cuda")
         >>> out = sampler.sample(seeds, torch.Generator().manual_seed(0))
         >>> out.node, out.row, out.col   # n_id, edge sources, edge targets (local)
+        >>> outs = sampler.sample_many(seeds.split(1024), generator)  # K batches, one pass
     """
 
     def __init__(self, graph: CSCGraph, num_neighbors, replace: bool = False,
@@ -111,7 +153,7 @@ class NeighborSampler:
             self._edge_perm = None
         self._id_map = None
         self.cuda_graph = bool(cuda_graph) and self.device.type == "cuda"
-        self._captured: dict[int, _CapturedHops | None] = {}
+        self._captured: dict[int | tuple[int, int], _CapturedHops | None] = {}
         self._tiers = {} if hot_indptr is None and hot_indices is None else \
             dict(hot_indptr=hot_indptr, hot_indices=hot_indices)
 
@@ -131,9 +173,9 @@ class NeighborSampler:
         return bound
 
     def _keys_bound(self, batch_size: int) -> int:
-        """Slots the hops of a batch ask of the id map (seeds plus every
-        candidate), or 0 when a hop syncs: fanout -1, or a frontier trimmed
-        past ``_SYNC_ABOVE``."""
+        """Slots the hops of a (super-)batch of ``batch_size`` seeds in all ask
+        of the id map (seeds plus every candidate), or 0 when a hop syncs:
+        fanout -1, or a frontier trimmed past ``_SYNC_ABOVE``."""
         total = layer = batch_size
         for hop, fanout in enumerate(self.num_neighbors):
             if fanout == -1 or (hop > 0 and layer > _SYNC_ABOVE):
@@ -142,43 +184,73 @@ class NeighborSampler:
             total += layer
         return total
 
-    def _map_for(self, batch_size: int) -> IdMap:
-        capacity = self._node_bound(batch_size)
-        if self._id_map is None or self._id_map.capacity < capacity:
-            self._id_map = IdMap(self.graph.num_nodes, 1, capacity, self.device)
+    def _map_for(self, capacity: int, num_batches: int = 1) -> IdMap:
+        # One map serves every K up to the largest seen (sub-batches past K
+        # stay empty): the loader's last, shorter super-batch reuses it.
+        old = self._id_map
+        if old is None or old.capacity < capacity or old.num_batches < num_batches:
+            if old is not None:
+                capacity = max(capacity, old.capacity)
+                num_batches = max(num_batches, old.num_batches)
+            self._id_map = None  # free the old table before the new one is allocated
+            self._id_map = IdMap(self.graph.num_nodes, num_batches, capacity, self.device)
         return self._id_map
 
-    def _hops(self, seeds, rng, generator, id_map):
-        """The device part of a batch: every hop sampled and mapped. Syncs
-        only where a frontier is trimmed (see the module docstring)."""
-        frontier_local = id_map.start(seeds)
+    def _hops(self, seeds, rng, generator, id_map, seeds_batch=None, batch_ptr=None):
+        """The device part of a (super-)batch: every hop sampled and mapped.
+        Syncs only where a frontier is trimmed (see the module docstring).
+        With ``seeds_batch``/``batch_ptr`` (K + 1 entries) the K sub-batches
+        go through each launch together; ``rng`` is ``[L, K]``."""
+        frontier_local = id_map.start(seeds, seeds_batch)
         frontier, num_frontier = seeds, torch.full((1,), seeds.numel(), dtype=torch.int64,
                                                     device=self.device)
+        frontier_batch = seeds_batch
+        num_batches = 1 if batch_ptr is None else batch_ptr.numel() - 1
         hops = []
         for hop, fanout in enumerate(self.num_neighbors):
             edges = sample_neighbors(self.graph.indptr, self.graph.indices, frontier, frontier_local,
                                      num_frontier, fanout, self.replace, generator, self.return_eid,
-                                     seed=None if rng is None else rng[hop:hop + 1], **self._tiers)
-            mapped = id_map.insert(edges.src, edges.num_edges)
+                                     seed=None if rng is None else rng[hop], frontier_batch=frontier_batch,
+                                     batch_ptr=batch_ptr, **self._tiers)
+            mapped = id_map.insert(edges.src, edges.num_edges, edges.batch)
             hops.append((edges, mapped))
             frontier, frontier_local, num_frontier = mapped.new_nodes, mapped.new_local, mapped.num_new
+            if frontier_batch is not None:
+                frontier_batch = mapped.new_batch
+                # (the map may hold more sub-batches than this super-batch: they stay empty)
+                per_batch = mapped.num_new_per_batch[:num_batches]
+                batch_ptr = torch.cat([per_batch.new_zeros(1), torch.cumsum(per_batch, 0)])
             last = hop == len(self.num_neighbors) - 1
             if not last and frontier.numel() > _SYNC_ABOVE:
                 n = int(num_frontier.item())
                 frontier, frontier_local = frontier[:n], frontier_local[:n]
+                if frontier_batch is not None:
+                    frontier_batch = frontier_batch[:n]
         return hops
 
-    def _replayable(self, batch_size: int) -> _CapturedHops | None:
-        if batch_size not in self._captured:
+    def _replayable(self, batch_size: int, num_batches: int = 1) -> _CapturedHops | None:
+        key = batch_size if num_batches == 1 else (num_batches, batch_size)
+        if key not in self._captured:
             keys = self._keys_bound(batch_size)
             captured = None
             if 0 < keys <= _GRAPH_KEYS_MAX and len(self._captured) < _GRAPHS_MAX:
                 try:
-                    captured = _CapturedHops(self, batch_size)
+                    captured = _CapturedHops(self, batch_size, num_batches)
                 except RuntimeError:  # a sync or an unsupported call in the capture
                     captured = None
-            self._captured[batch_size] = captured
-        return self._captured[batch_size]
+            self._captured[key] = captured
+        return self._captured[key]
+
+    def _draw_rng(self, generator, num_batches: int = 1) -> torch.Tensor | None:
+        """``[L, K]`` per-hop Philox seeds on the device: L per batch, drawn
+        batch after batch as consecutive ``sample`` calls draw them."""
+        if not use_triton(self.device):
+            return None
+        num_hops = len(self.num_neighbors)
+        return torch.stack([draw_seeds(num_hops, generator) for _ in range(num_batches)], 1).to(self.device)
+
+    def _edge_ids(self, edge: torch.Tensor) -> torch.Tensor:
+        return edge if self._edge_perm is None else self._edge_perm[edge]
 
     def sample(self, seeds: torch.Tensor, generator: torch.Generator | None = None) -> SamplerOutput:
         """Sample around ``seeds`` (``[B]`` int64 on ``device``, ids in range).
@@ -189,14 +261,12 @@ class NeighborSampler:
             ``edge`` (e_id, or None), ``num_sampled_nodes`` (``[B, new nodes
             per hop...]``) and ``num_sampled_edges`` (per hop), as lists.
         """
-        rng = None
-        if use_triton(self.device):  # one draw per hop, so both paths agree
-            rng = draw_seeds(len(self.num_neighbors), generator).to(self.device)
+        rng = self._draw_rng(generator)  # one draw per hop, so both paths agree
         captured = self._replayable(seeds.numel()) if self.cuda_graph and seeds.numel() else None
         if captured is not None:
             hops = captured.replay(seeds, rng)
         else:
-            hops = self._hops(seeds, rng, generator, self._map_for(seeds.numel()))
+            hops = self._hops(seeds, rng, generator, self._map_for(self._node_bound(seeds.numel())))
 
         # The one sync of the batch: every hop's sizes in one copy. The
         # slices below copy the batch out of the (possibly replayed) buffers.
@@ -209,11 +279,85 @@ class NeighborSampler:
         edge = None
         if self.return_eid:
             edge = torch.cat([h.eid[:e] for (h, _), e in zip(hops, num_edges)]) if hops else torch.empty_like(row)
-            if self._edge_perm is not None:
-                edge = self._edge_perm[edge]
+            edge = self._edge_ids(edge)
         return SamplerOutput(node=node, row=row, col=col, edge=edge,
                              num_sampled_nodes=[seeds.numel()] + num_new,
                              num_sampled_edges=num_edges)
+
+    def sample_many(self, seeds_list, generator: torch.Generator | None = None) -> list[SamplerOutput]:
+        """Sample K batches in one pass (a super-batch); the same outputs, bit
+        for bit, as ``[self.sample(seeds, generator) for seeds in seeds_list]``,
+        and the generator ends in the same state.
+
+        Args:
+            seeds_list: K tensors of seeds (``[B_k]`` int64 on ``device``,
+                ids in range; sizes may differ, e.g. a short last batch).
+            generator: the CPU ``torch.Generator`` the per-hop seeds come from.
+
+        Returns:
+            K ``SamplerOutput``s, each in the contract of ``sample``.
+
+        Example:
+            >>> outs = sampler.sample_many(list(seeds.split(8000))[:8], torch.Generator().manual_seed(0))
+            >>> outs[3].node          # n_id of the fourth batch
+        """
+        if not isinstance(seeds_list, (list, tuple)):
+            raise TypeError(f"seeds_list must be a list of seed tensors, got {type(seeds_list).__name__}")
+        if not seeds_list:
+            raise ValueError("seeds_list is empty: give at least one batch of seeds")
+        for k, seeds in enumerate(seeds_list):
+            if not isinstance(seeds, torch.Tensor) or seeds.dtype != torch.int64 or seeds.dim() != 1:
+                raise TypeError(f"seeds_list[{k}] must be a 1-D int64 tensor, got "
+                                f"{getattr(seeds, 'dtype', type(seeds).__name__)}")
+            if not _on_device(seeds, self.device):
+                raise ValueError(f"seeds_list[{k}] lives on {seeds.device}, the sampler on {self.device}")
+        num_batches = len(seeds_list)
+        sizes = [seeds.numel() for seeds in seeds_list]
+        total = sum(sizes)
+        if num_batches == 1 or total == 0 or not use_triton(self.device):
+            # the CPU path's reference draws every number from the generator in turn
+            return [self.sample(seeds, generator) for seeds in seeds_list]
+
+        rng = self._draw_rng(generator, num_batches)
+        seeds = torch.cat(list(seeds_list))
+        counts = torch.tensor(sizes, dtype=torch.int64)
+        batch_ptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)]).to(self.device)
+        seeds_batch = torch.repeat_interleave(torch.arange(num_batches, device=self.device),
+                                              counts.to(self.device), output_size=total)
+        captured = self._replayable(total, num_batches) if self.cuda_graph else None
+        if captured is not None:
+            hops = captured.replay(seeds, rng, seeds_batch, batch_ptr)
+        else:
+            id_map = self._map_for(sum(self._node_bound(b) for b in sizes), num_batches)
+            hops = self._hops(seeds, rng, generator, id_map, seeds_batch, batch_ptr)
+
+        # The one sync of the super-batch: where every sub-batch's edges and
+        # new nodes sit in every hop's buffers.
+        k1 = num_batches + 1
+        bounds = torch.cat([t for e, m in hops for t in (e.edge_ptr, m.num_new_per_batch[:num_batches])]).tolist() \
+            if hops else []
+        edge_ptr = [bounds[h * (2 * k1 - 1):h * (2 * k1 - 1) + k1] for h in range(len(hops))]
+        node_ptr = []
+        for h in range(len(hops)):
+            new = bounds[h * (2 * k1 - 1) + k1:(h + 1) * (2 * k1 - 1)]
+            node_ptr.append([sum(new[:k]) for k in range(k1)])
+
+        outputs = []
+        for k, batch_seeds in enumerate(seeds_list):
+            node = torch.cat([batch_seeds] + [m.new_nodes[p[k]:p[k + 1]] for (_, m), p in zip(hops, node_ptr)])
+            parts = [slice(p[k], p[k + 1]) for p in edge_ptr]
+            row = torch.cat([m.local[s] for (_, m), s in zip(hops, parts)]) if hops else \
+                torch.empty(0, dtype=torch.int64, device=self.device)
+            col = torch.cat([e.dst[s] for (e, _), s in zip(hops, parts)]) if hops else torch.empty_like(row)
+            edge = None
+            if self.return_eid:
+                edge = torch.cat([e.eid[s] for (e, _), s in zip(hops, parts)]) if hops else torch.empty_like(row)
+                edge = self._edge_ids(edge)
+            outputs.append(SamplerOutput(
+                node=node, row=row, col=col, edge=edge,
+                num_sampled_nodes=[sizes[k]] + [p[k + 1] - p[k] for p in node_ptr],
+                num_sampled_edges=[p[k + 1] - p[k] for p in edge_ptr]))
+        return outputs
 
 
 class PyGSampler(BaseSampler):

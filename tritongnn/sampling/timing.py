@@ -31,7 +31,7 @@ class StageTimes:
         self.batches = 0
         self.sampling = self.gather = 0.0  # seconds, completed batches
         self.model = self.wait = 0.0
-        self._marks: list[tuple] = []  # (start, sampled, gather start, gathered) per batch not yet summed
+        self._marks: list[tuple] = []  # (start, sampled, gather start, gathered, share) per batch not yet summed
 
     def mark(self):
         """A point in the current stream's work (an event) or in wall time."""
@@ -41,28 +41,30 @@ class StageTimes:
             return event
         return time.perf_counter()
 
-    def add_batch(self, start, sampled, gather_start, gathered) -> None:
+    def add_batch(self, start, sampled, gather_start, gathered, share: float = 1.0) -> None:
         """Marks of one batch: sampling ran from ``start`` to ``sampled``,
         the gather from ``gather_start`` to ``gathered`` (another stream's
-        marks when the two overlap)."""
+        marks when the two overlap). ``share``: the batch's part of the
+        sampling span, ``1 / K`` when K batches were sampled in one pass (a
+        super-batch: each of its batches carries the same two marks)."""
         self.batches += 1
-        self._marks.append((start, sampled, gather_start, gathered))
+        self._marks.append((start, sampled, gather_start, gathered, share))
         if len(self._marks) >= _FOLD_EVERY:
             self._fold(wait=False)
 
     def _fold(self, wait: bool) -> None:
         keep = []
         for marks in self._marks:
-            start, sampled, gather_start, gathered = marks
+            start, sampled, gather_start, gathered, share = marks
             if self.cuda:
                 if not wait and not gathered.query():
                     keep.append(marks)
                     continue
                 gathered.synchronize()
-                self.sampling += start.elapsed_time(sampled) / 1e3
+                self.sampling += share * start.elapsed_time(sampled) / 1e3
                 self.gather += gather_start.elapsed_time(gathered) / 1e3
             else:
-                self.sampling += sampled - start
+                self.sampling += share * (sampled - start)
                 self.gather += gathered - gather_start
         self._marks = keep
 

@@ -1,0 +1,269 @@
+"""Super-batching benchmark: sampling time per epoch and peak GPU memory
+against K, the batches sampled in one pass (GARDEN's super-batch degree
+classifier, ``NeighborSampler.sample_many``).
+
+One run, every number side by side: for each graph (a Chung-Lu power-law
+graph, by default 5x10^7 nodes and 10^9 edges; the cnr2000 web crawl), each
+adjacency placement (GPU memory; pinned host memory read through UVA), each
+``num_neighbors`` ([15, 10, 5] and GARDEN's DGL-order [5, 10, 15]) and each K
+(1, 2, 4, 8, 16), it samples the epoch's batches of ``--batch-size`` seeds K
+at a time with the multi-hop sampler alone (sampling and id mapping, the
+per-batch split included; no feature gather, no model) and reports
+
+* seconds of sampling per epoch (median of ``--repeats`` timed passes after
+  a warm-up that compiles the kernels and captures CUDA graphs where the
+  sampler does; with ``--max-batches`` the pass covers that many batches and
+  the time is scaled to the whole epoch, which the table says),
+* peak GPU memory above what was allocated before the sampler was built
+  (``torch.cuda.max_memory_allocated``: id map, hop buffers, outputs), and
+  its growth against K = 1,
+* the speedup against K = 1 of the same graph, placement and fanouts, and
+  the K = 8 / K = 1 ratio on its own line.
+
+Before timing, each configuration checks that its first K batches sampled as
+one super-batch equal, element for element, the same batches sampled one by
+one from the same generator state; a configuration that fails gets no
+speedup reported.
+
+Usage (GPU machine)::
+
+    python bench/bench_super_batch.py --out bench/results/super_batch.json --csv bench/results/super_batch.csv
+
+Every configuration's row is appended to the CSV (and the run's record to
+the JSON), so a run too long for one session can be split, e.g. by
+``--graphs`` or ``--placements``, into the same files. ``--nodes 2000000
+--edges 40000000 --max-batches 160`` gives a quick run. ``--device cpu`` is
+a smoke test of the script on a tiny graph: through the pure-torch path,
+where ``sample_many`` samples the batches one after another, or, with
+``TRITON_INTERPRET=1``, through the kernels in Triton's interpreter (the
+correctness check then tests real super-batches); its times say nothing
+about super-batching.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import gc
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from tritongnn import CSCGraph, NeighborSampler  # noqa: E402
+from tritongnn.datasets import chung_lu, load_npz  # noqa: E402
+from _record import append_record, new_record  # noqa: E402
+
+GB = 2**30
+CNR2000 = Path(__file__).resolve().parents[2] / "shared" / "data" / "cnr2000.npz"  # shared/ beside the checkout
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def load_graphs(args, device):
+    """``(name, CSCGraph in device memory, seeds on device)`` of each graph asked for."""
+    graphs = []
+    for name in args.graphs:
+        start = time.perf_counter()
+        if name == "chung_lu":
+            # one feature column: the features are not read here, only the topology
+            data = chung_lu(args.nodes, args.edges, num_classes=2, num_features=1,
+                            train_fraction=args.train_fraction, val_fraction=0.0, test_fraction=0.0,
+                            device=device)
+            seeds = torch.nonzero(data.train_mask).flatten()
+            graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, device=device)
+            del data
+        elif name == "cnr2000":
+            path = Path(args.cnr2000)
+            if not path.exists():
+                print(f"cnr2000 skipped: {path} not found (--cnr2000 PATH)", flush=True)
+                continue
+            data = load_npz(path)
+            graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, device=device)
+            seeds = torch.arange(data.num_nodes, device=device)  # no split: every node is a seed
+            del data
+        else:
+            raise ValueError(f"--graphs: unknown graph {name!r} (chung_lu, cnr2000)")
+        gc.collect()
+        print(f"{name}: {graph}, {seeds.numel()} seeds, built in {time.perf_counter() - start:.1f} s", flush=True)
+        graphs.append((name, graph, seeds))
+    return graphs
+
+
+def epoch_batches(seeds, batch_size, max_batches, seed=0):
+    """The epoch's batches (shuffled), at most ``max_batches`` of them, and
+    the number of batches in the whole epoch."""
+    order = torch.randperm(seeds.numel(), generator=torch.Generator().manual_seed(seed)).to(seeds.device)
+    batches = list(seeds[order].split(batch_size))
+    return (batches[:max_batches] if max_batches else batches), len(batches)
+
+
+def run_pass(sampler, batches, k, generator):
+    """Sample ``batches`` K at a time; the outputs are dropped as a loader
+    would hand them on."""
+    for first in range(0, len(batches), k):
+        group = batches[first:first + k]
+        if len(group) == 1:
+            sampler.sample(group[0], generator)
+        else:
+            sampler.sample_many(group, generator)
+
+
+def same_batches(sampler, batches, k) -> bool:
+    """The first K batches as one super-batch equal them sampled one by one."""
+    group = batches[:k]
+    together = sampler.sample_many(group, torch.Generator().manual_seed(123))
+    gen = torch.Generator().manual_seed(123)
+    alone = [sampler.sample(b, gen) for b in group]
+    for a, b in zip(alone, together):
+        for key in ("node", "row", "col"):
+            if not torch.equal(getattr(a, key), getattr(b, key)):
+                return False
+        if a.num_sampled_nodes != b.num_sampled_nodes or a.num_sampled_edges != b.num_sampled_edges:
+            return False
+    return True
+
+
+def run_config(graph, batches, epoch_len, fanouts, k, args, device):
+    gc.collect()
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.empty_cache()
+        sync(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    sampler = NeighborSampler(graph, fanouts, device=device)
+    correct = same_batches(sampler, batches, k)
+    run_pass(sampler, batches[:2 * k], k, torch.Generator().manual_seed(1))  # compile, capture
+    seconds = []
+    for rep in range(args.repeats):
+        gen = torch.Generator().manual_seed(2 + rep)
+        sync(device)
+        start = time.perf_counter()
+        run_pass(sampler, batches, k, gen)
+        sync(device)
+        seconds.append(time.perf_counter() - start)
+    peak = (torch.cuda.max_memory_allocated(device) - base) / GB if cuda else 0.0
+    captured = sum(v is not None for v in sampler._captured.values())
+    del sampler
+    median = statistics.median(seconds)
+    return dict(K=k, correct=correct, seconds=seconds, median_seconds=median,
+                epoch_seconds=median * epoch_len / len(batches), ms_per_batch=1e3 * median / len(batches),
+                peak_gb=peak, cuda_graphs=captured)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cuda", help="cpu: a smoke test of the script only")
+    parser.add_argument("--graphs", nargs="+", default=["chung_lu", "cnr2000"])
+    parser.add_argument("--nodes", type=int, default=50_000_000, help="Chung-Lu nodes")
+    parser.add_argument("--edges", type=int, default=1_000_000_000, help="Chung-Lu edges")
+    parser.add_argument("--train-fraction", type=float, default=0.6, help="Chung-Lu seeds: this share of nodes")
+    parser.add_argument("--cnr2000", default=str(CNR2000), help="path of cnr2000.npz")
+    parser.add_argument("--placements", nargs="+", default=["device", "host"], choices=["device", "host"])
+    parser.add_argument("--num-neighbors", nargs="+", default=["15,10,5", "5,10,15"],
+                        help="fanout lists, comma-separated, one per configuration")
+    parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    parser.add_argument("--batch-size", type=int, default=8000)
+    parser.add_argument("--max-batches", type=int, default=480,
+                        help="batches per timed pass (0: the whole epoch); times are scaled to the epoch")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", default=None, help="append the record to this JSON file")
+    parser.add_argument("--csv", default=None, help="append one row per configuration here")
+    parser.add_argument("--commit", default=None)
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    if device.type == "cpu":  # smoke test: tiny and quick
+        args.nodes, args.edges, args.batch_size = 20_000, 200_000, 256
+        args.max_batches, args.repeats = 4, 1
+        args.ks = [k for k in args.ks if k <= 4]
+        args.placements = ["device"]
+    if 1 not in args.ks:
+        args.ks = [1] + args.ks  # the baseline every ratio needs
+    fanout_lists = [[int(f) for f in s.split(",")] for s in args.num_neighbors]
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "csv", "commit")}
+    print(f"settings: {settings}", flush=True)
+    t0 = time.perf_counter()
+
+    rows = []
+    for name, graph, seeds in load_graphs(args, device):
+        batches, epoch_len = epoch_batches(seeds, args.batch_size, args.max_batches)
+        for placement in args.placements:
+            placed = graph.pin_memory() if placement == "host" else graph
+            for fanouts in fanout_lists:
+                for k in args.ks:
+                    row = run_config(placed, batches, epoch_len, fanouts, k, args, device)
+                    row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=placement,
+                               num_neighbors=fanouts, batch_size=args.batch_size, batches_timed=len(batches),
+                               batches_per_epoch=epoch_len)
+                    rows.append(row)
+                    print(f"{name} {placement} {fanouts} K={k}: {row['epoch_seconds']:.3f} s/epoch, "
+                          f"{row['ms_per_batch']:.2f} ms/batch, peak {row['peak_gb']:.2f} GB, "
+                          f"correct={row['correct']}", flush=True)
+            del placed
+        del graph, seeds
+        gc.collect()
+
+    # ratios against K = 1 of the same graph, placement and fanouts
+    for row in rows:
+        base = next(r for r in rows if r["K"] == 1 and all(
+            r[key] == row[key] for key in ("graph", "placement", "num_neighbors")))
+        ok = row["correct"] and base["correct"]
+        # None (JSON null) where there is nothing to compare
+        row["speedup_vs_k1"] = base["epoch_seconds"] / row["epoch_seconds"] if ok else None
+        row["peak_growth_vs_k1"] = row["peak_gb"] / base["peak_gb"] - 1 if base["peak_gb"] else None
+
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    scaled = "" if not args.max_batches else f" (timed over {args.max_batches} batches, scaled to the epoch)"
+    print(f"\n{gpu}; batch {args.batch_size}; median of {args.repeats}{scaled}")
+    header = f"{'graph':9s} {'placement':9s} {'fanouts':11s} {'K':>3s} {'s/epoch':>9s} {'ms/batch':>9s} " \
+             f"{'speedup':>8s} {'peak GB':>8s} {'growth':>8s} {'graphs':>6s} {'correct':>7s}"
+    print(header)
+    def number(value, width, scale=1.0, suffix=""):
+        return f"{'-':>{width}s}" if value is None else f"{scale * value:{width - len(suffix)}.2f}{suffix}"
+
+    for r in rows:
+        print(f"{r['graph']:9s} {r['placement']:9s} {','.join(map(str, r['num_neighbors'])):11s} {r['K']:3d} "
+              f"{r['epoch_seconds']:9.3f} {r['ms_per_batch']:9.3f} {number(r['speedup_vs_k1'], 8, suffix='x')} "
+              f"{r['peak_gb']:8.2f} {number(r['peak_growth_vs_k1'], 8, 100, '%')} {r['cuda_graphs']:6d} "
+              f"{str(r['correct']):>7s}")
+    ratios = {}
+    for r in rows:
+        if r["K"] != 8:
+            continue
+        key = f"{r['graph']} {r['placement']} {r['num_neighbors']}"
+        if not r["correct"]:
+            print(f"K=8 / K=1 {key}: not reported, the correctness check failed")
+            continue
+        ratios[key] = dict(speedup=r["speedup_vs_k1"], peak_gb=r["peak_gb"], peak_growth=r["peak_growth_vs_k1"])
+        growth = "" if r["peak_growth_vs_k1"] is None else f" ({100 * r['peak_growth_vs_k1']:+.1f} % against K=1)"
+        print(f"K=8 / K=1 {key}: {r['speedup_vs_k1']:.2f}x faster sampling per epoch, peak GPU memory "
+              f"{r['peak_gb']:.2f} GB{growth}")
+
+    record = new_record("super_batch", device, args.commit, settings=settings, rows=rows, ratios_k8_k1=ratios,
+                        seconds=time.perf_counter() - t0)
+    append_record(args.out, record)
+    if args.csv:
+        os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
+        columns = ["graph", "nodes", "edges", "placement", "num_neighbors", "batch_size", "K", "batches_timed",
+                   "batches_per_epoch", "median_seconds", "epoch_seconds", "ms_per_batch", "speedup_vs_k1",
+                   "peak_gb", "peak_growth_vs_k1", "cuda_graphs", "correct"]
+        new_file = not os.path.exists(args.csv)
+        with open(args.csv, "a", newline="") as f:
+            w = csv.writer(f)
+            if new_file:
+                w.writerow(["gpu", "commit", "date"] + columns)
+            for r in rows:
+                w.writerow([record["gpu"], record["commit"], record["date"]] +
+                           [" ".join(map(str, r[c])) if c == "num_neighbors" else r[c] for c in columns])
+    print(f"{record['seconds']:.0f} s in all")
+
+
+if __name__ == "__main__":
+    main()

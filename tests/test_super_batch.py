@@ -1,0 +1,185 @@
+"""Super-batching: K batches sampled in one pass are, bit for bit, the K
+batches sampled one after another; the loader's super_batch changes no batch."""
+import pytest
+import torch
+
+from tritongnn import CSCGraph, NeighborLoader, NeighborSampler
+
+from test_loader import check_batch, random_data
+
+FIELDS = ("node", "row", "col", "edge", "num_sampled_nodes", "num_sampled_edges")
+
+
+def assert_same_output(a, b):
+    for key in FIELDS:
+        x, y = getattr(a, key), getattr(b, key)
+        if isinstance(x, torch.Tensor):
+            assert isinstance(y, torch.Tensor) and x.dtype == y.dtype and torch.equal(x.cpu(), y.cpu()), key
+        else:
+            assert x == y, key
+
+
+def split_seeds(num_nodes, sizes, device, seed=0):
+    order = torch.randperm(num_nodes, generator=torch.Generator().manual_seed(seed))
+    return [s.to(device) for s in order[:sum(sizes)].split(sizes)]
+
+
+@pytest.mark.parametrize("num_batches, num_neighbors, replace", [
+    (1, [4, 3], False), (2, [4, 3], False), (3, [4, 3], False), (8, [4, 3], False),
+    (3, [3, 0, 2], True), (8, [2, -1], False), (2, [], False)])
+def test_sample_many_is_each_batch_alone(device, num_batches, num_neighbors, replace):
+    data = random_data()
+    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True).to(device)
+    sampler = NeighborSampler(graph, num_neighbors, replace, device, return_eid=True)
+    # full batches and a short last one; a node may be a seed of two sub-batches
+    sizes = [13] * (num_batches - 1) + [5]
+    seeds = split_seeds(data.num_nodes, sizes, device)
+    if num_batches > 1:
+        seeds[1][0] = seeds[0][0]
+    one, many = torch.Generator().manual_seed(9), torch.Generator().manual_seed(9)
+    alone = [sampler.sample(s, one) for s in seeds]
+    together = sampler.sample_many(seeds, many)
+    assert len(together) == num_batches
+    for a, b in zip(alone, together):
+        assert_same_output(a, b)
+    # the stream moved on exactly as much: the next batch is the same too
+    assert_same_output(sampler.sample(seeds[0], one), sampler.sample(seeds[0], many))
+
+
+def test_sample_many_repeated_seeds_and_id_spaces(device):
+    # The same seeds in every sub-batch: each sub-batch has its own local ids
+    # (duplicates across sub-batches are separate nodes), a repeated seed
+    # keeps its slot in n_id, as sampling the batch alone gives.
+    data = random_data()
+    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes).to(device)
+    sampler = NeighborSampler(graph, [5, 5], device=device)
+    seeds = torch.tensor([7, 3, 7, 250, 3], device=device)
+    outs = sampler.sample_many([seeds, seeds, seeds[:2]], torch.Generator().manual_seed(1))
+    alone = NeighborSampler(graph, [5, 5], device=device).sample_many([seeds], torch.Generator().manual_seed(1))
+    assert_same_output(outs[0], alone[0])
+    for out in outs:
+        assert torch.equal(out.node[:out.num_sampled_nodes[0]].cpu(), seeds[:out.num_sampled_nodes[0]].cpu())
+        assert int(out.row.max()) < out.node.numel() and int(out.col.max()) < out.node.numel()
+        assert out.node[out.num_sampled_nodes[0]:].unique().numel() == out.node.numel() - out.num_sampled_nodes[0]
+
+
+def test_sample_many_bad_arguments():
+    graph = CSCGraph.from_edge_index(random_data().edge_index, 300)
+    sampler = NeighborSampler(graph, [2], device="cpu")
+    with pytest.raises(TypeError, match="seeds_list"):
+        sampler.sample_many(torch.arange(4))
+    with pytest.raises(ValueError, match="empty"):
+        sampler.sample_many([])
+    with pytest.raises(TypeError, match=r"seeds_list\[1\]"):
+        sampler.sample_many([torch.arange(3), torch.arange(3, dtype=torch.int32)])
+
+
+def epoch_batches(loader):
+    return [b.to("cpu") for b in loader]
+
+
+def assert_same_batches(base, other):
+    assert len(base) == len(other)
+    for a, b in zip(base, other):
+        assert set(a.keys()) == set(b.keys())
+        for key in a.keys():
+            x, y = a[key], b[key]
+            assert (torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y), key
+
+
+_PLAIN = {}
+
+
+def plain_epochs(data, **args):
+    """Two epochs of the super_batch=1 loader, computed once per device."""
+    device = args["device"]
+    if device not in _PLAIN:
+        loader = NeighborLoader(data, **args)
+        _PLAIN[device] = [epoch_batches(loader), epoch_batches(loader)]
+    return _PLAIN[device]
+
+
+@pytest.mark.parametrize("super_batch", [2, 3, 8])
+def test_loader_super_batch_same_batches(device, super_batch):
+    # 154 train seeds in batches of 20: 8 batches, the last one of 14; with
+    # K = 3 the last super-batch holds 2 batches, with K = 8 it is the only one.
+    data = random_data(edge_attr=True)
+    args = dict(num_neighbors=[4, 3], input_nodes=data.train_mask, batch_size=20, shuffle=True, seed=4,
+                device=device)
+    loader = NeighborLoader(data, super_batch=super_batch, **args)
+    input_nodes = torch.nonzero(data.train_mask).flatten()
+    for plain in plain_epochs(data, **args):  # the second epoch reshuffles: still the same
+        batches = epoch_batches(loader)
+        assert_same_batches(plain, batches)
+        for batch in batches:
+            check_batch(batch, data, input_nodes, [4, 3], False)
+        seeds = torch.cat([b.input_id for b in batches])
+        assert torch.equal(seeds.sort().values, torch.arange(input_nodes.numel()))  # every seed once
+        assert input_nodes.numel() == 154 and batches[-1].batch_size == 14
+        stats = loader.stats  # sampling time spread over the batches of each super-batch
+        assert stats["batches"] == len(loader) == len(batches) == 8 and stats["sampling_seconds"] > 0
+
+
+def test_loader_super_batch_drop_last_ranks_and_reorder(device):
+    data = random_data()
+    args = dict(num_neighbors=[3, 2], batch_size=48, shuffle=True, seed=2, device=device, drop_last=True)
+    assert_same_batches(epoch_batches(NeighborLoader(data, **args)),
+                        epoch_batches(NeighborLoader(data, super_batch=4, **args)))
+    ranks = dict(args, batch_size=16, drop_last=False, rank=1, world_size=3)
+    assert_same_batches(epoch_batches(NeighborLoader(data, **ranks)),
+                        epoch_batches(NeighborLoader(data, super_batch=3, **ranks)))
+    # groups of 3 reordered, sampled 2 at a time (a super-batch straddles two
+    # groups): the reordered epoch is unchanged
+    host = dict(args, drop_last=False, placement="host", reuse=True, reorder_group=3)
+    assert_same_batches(epoch_batches(NeighborLoader(data, **host)),
+                        epoch_batches(NeighborLoader(data, super_batch=2, **host)))
+    # the dual cache (adjacency read from two tiers) and the dynamic cache
+    cached = dict(args, drop_last=False, placement="host", cache_budget=100 * 48, profile_epochs=1,
+                  dynamic_cache=dict(fraction=0.3, update_every=2))
+    loader = NeighborLoader(data, super_batch=3, **cached)
+    assert loader.cache.plan.num_adjacency > 0 and loader.cache.plan.num_feature > 0
+    assert_same_batches(epoch_batches(NeighborLoader(data, **cached)), epoch_batches(loader))
+
+
+@pytest.mark.parametrize("super_batch", [0, -1, 2.0, True, "2"])
+def test_bad_super_batch(super_batch):
+    with pytest.raises(ValueError, match="super_batch"):
+        NeighborLoader(random_data(), [2], batch_size=8, super_batch=super_batch)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("placement", ["device", "host"])
+def test_super_batch_cuda_graph_replay_matches_eager(placement):
+    # Captured super-batches (one graph per (K, total seeds)) replay the very
+    # batches of eager single-batch sampling, super-batch after super-batch,
+    # for a full and a short last super-batch.
+    data = random_data(num_nodes=20_000, num_edges=400_000)
+    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True).to("cuda")
+    graph = graph.pin_memory() if placement == "host" else graph
+    seeds = torch.randperm(20_000, generator=torch.Generator().manual_seed(0)).to("cuda")[:10 * 256 + 100]
+    batches = list(seeds.split(256))
+    eager = NeighborSampler(graph, [6, 4, 3], device="cuda", return_eid=True, cuda_graph=False)
+    gen = torch.Generator().manual_seed(3)
+    want = [eager.sample(b, gen) for b in batches]
+    sampler = NeighborSampler(graph, [6, 4, 3], device="cuda", return_eid=True, cuda_graph=True)
+    gen = torch.Generator().manual_seed(3)
+    got = []
+    for first in range(0, len(batches), 4):
+        got += sampler.sample_many(batches[first:first + 4], gen)
+    assert sampler._captured[(4, 1024)] is not None and sampler._captured[(3, 612)] is not None
+    for a, b in zip(want, got):
+        assert_same_output(a, b)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_loader_super_batch_prefetch_and_host_placement():
+    # Prefetched on side streams, read through UVA, with the cache: the same
+    # batches as the plain loader.
+    data = random_data(num_nodes=5000, num_edges=100_000, edge_attr=True)
+    args = dict(num_neighbors=[5, 4], batch_size=256, shuffle=True, seed=9)
+    base = epoch_batches(NeighborLoader(data, placement="device", prefetch=0, **args))
+    for kwargs in (dict(placement="device", prefetch=3), dict(placement="host", prefetch=2),
+                   dict(placement="host", cache_budget=200_000, dynamic_cache=True, reuse=True)):
+        assert_same_batches(base, epoch_batches(NeighborLoader(data, super_batch=8, **kwargs, **args)))
