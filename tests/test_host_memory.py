@@ -288,7 +288,9 @@ def check_two_ranks(ranks):
     assert x_bytes < copy_bytes <= sum(zero["maps"].values()) < copy_bytes + 4 * 4096 + 1
     # the host's shared memory grew by one copy, not two; the second rank
     # holds no private copy; it all went when the loaders did
-    assert 0.9 * copy_bytes < zero["shmem_growth"] < 1.5 * copy_bytes
+    # (on the GPU machine the driver's pinned buffers count in Shmem too:
+    # 1.64 copies measured there at cf91ccd, two copies would be 2.0)
+    assert 0.9 * copy_bytes < zero["shmem_growth"] < (1.5 if zero.get("pinned") is None else 1.8) * copy_bytes
     assert one["anon_growth"] < 0.5 * x_bytes
     assert zero["shmem_after_release"] < 0.5 * copy_bytes
     for rows in (20, 10**6):
