@@ -106,6 +106,33 @@ def _uniform_below(seed, offset, n):
     return (b_r * n) >> 32
 
 
+@triton.jit
+def _draw_positions(seed, i_n, b_deg, FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr,
+                    REPLACE: tl.constexpr, BLOCK_NODES: tl.constexpr):
+    """Row positions drawn for a tile of nodes: ``[BN, FP]`` picks and the
+    ``[BN]`` count of those that are edges. The Philox counter of draw ``j``
+    of the node at frontier position ``i`` is ``i * FANOUT_PAD + j``, so every
+    kernel calling this draws the same positions for the same (seed, position),
+    whatever its tile shape or node order."""
+    o_j = tl.arange(0, FANOUT_PAD)  # [FP]
+    if REPLACE:
+        b_pick = _uniform_below(seed, i_n[:, None] * FANOUT_PAD + o_j[None, :], b_deg[:, None])  # [BN, FP]
+        b_count = tl.where(b_deg > 0, FANOUT, 0)
+    else:
+        # Floyd's algorithm, all nodes of the tile in lock step.
+        b_chosen = tl.full([BLOCK_NODES, FANOUT_PAD], -1, tl.int64)
+        for s in tl.static_range(FANOUT):
+            b_top = b_deg - FANOUT + s  # [BN] draw t in [0, b_top]
+            b_t = _uniform_below(seed, i_n * FANOUT_PAD + s, b_top + 1)
+            b_seen = tl.sum((b_chosen == b_t[:, None]).to(tl.int32), axis=1) > 0
+            b_new = tl.where(b_seen, b_top, b_t)
+            b_chosen = tl.where(o_j[None, :] == s, b_new[:, None], b_chosen)
+        b_full = b_deg <= FANOUT
+        b_pick = tl.where(b_full[:, None], o_j[None, :], b_chosen)
+        b_count = tl.minimum(b_deg, FANOUT)
+    return b_pick, b_count
+
+
 @triton.jit(do_not_specialize=["bound", "num_hot_edges"])
 def _sample_kernel(
     indices,         # [E] int32/int64 CSC sources, GPU or pinned host
@@ -137,24 +164,7 @@ def _sample_kernel(
     b_end = tl.load(offsets + i_n, mask=m_n, other=0)
     b_dst = tl.load(frontier_local + i_n, mask=m_n, other=0)
     o_j = tl.arange(0, FANOUT_PAD)  # [FP]
-    # Philox counter of draw j for node i: unique within the launch.
-    o_rand = i_n[:, None] * FANOUT_PAD + o_j[None, :]  # [BN, FP]
-
-    if REPLACE:
-        b_pick = _uniform_below(seed, o_rand, b_deg[:, None])  # [BN, FP]
-        b_count = tl.where(b_deg > 0, FANOUT, 0)
-    else:
-        # Floyd's algorithm, all nodes of the tile in lock step.
-        b_chosen = tl.full([BLOCK_NODES, FANOUT_PAD], -1, tl.int64)
-        for s in tl.static_range(FANOUT):
-            b_top = b_deg - FANOUT + s  # [BN] draw t in [0, b_top]
-            b_t = _uniform_below(seed, i_n * FANOUT_PAD + s, b_top + 1)
-            b_seen = tl.sum((b_chosen == b_t[:, None]).to(tl.int32), axis=1) > 0
-            b_new = tl.where(b_seen, b_top, b_t)
-            b_chosen = tl.where(o_j[None, :] == s, b_new[:, None], b_chosen)
-        b_full = b_deg <= FANOUT
-        b_pick = tl.where(b_full[:, None], o_j[None, :], b_chosen)
-        b_count = tl.minimum(b_deg, FANOUT)
+    b_pick, b_count = _draw_positions(seed, i_n, b_deg, FANOUT, FANOUT_PAD, REPLACE, BLOCK_NODES)  # [BN, FP], [BN]
 
     m_e = m_n[:, None] & (o_j[None, :] < b_count[:, None])  # [BN, FP]
     b_pos = b_start[:, None] + b_pick  # CSC position of the edge
