@@ -22,6 +22,9 @@ Three launches per hop, no host synchronisation:
    however large its degree (hubs of power-law graphs cost the same as small
    nodes), without reading the row. With replacement the draws are i.i.d.
    ``_all_kernel`` (fanout = -1) copies whole rows, one output edge per lane.
+   ``method="grouped"`` swaps this kernel for ``sample_grouped``'s (GARDEN's
+   GPS): the same draws (``_draw_positions``), but rows of degree <= ``d_max``
+   are staged with one coalesced load and the picks served from the tile.
 
 Random numbers are Philox (``tl.randint``) keyed by a per-launch seed drawn
 from the caller's ``torch.Generator`` and by (node position, draw): results are
@@ -164,7 +167,8 @@ def _sample_kernel(
     b_end = tl.load(offsets + i_n, mask=m_n, other=0)
     b_dst = tl.load(frontier_local + i_n, mask=m_n, other=0)
     o_j = tl.arange(0, FANOUT_PAD)  # [FP]
-    b_pick, b_count = _draw_positions(seed, i_n, b_deg, FANOUT, FANOUT_PAD, REPLACE, BLOCK_NODES)  # [BN, FP], [BN]
+    b_pick, b_count = _draw_positions(seed, i_n, b_deg, FANOUT, FANOUT_PAD, REPLACE,
+                                      BLOCK_NODES)  # [BN, FP], [BN]
 
     m_e = m_n[:, None] & (o_j[None, :] < b_count[:, None])  # [BN, FP]
     b_pos = b_start[:, None] + b_pick  # CSC position of the edge
@@ -224,6 +228,8 @@ def sample_neighbors(
     seed: torch.Tensor | None = None,
     hot_indptr: torch.Tensor | None = None,
     hot_indices: torch.Tensor | None = None,
+    method: str = "foundation",
+    d_max: int = 64,
 ) -> HopSample:
     """Sample up to ``fanout`` in-neighbours of every frontier node.
 
@@ -246,6 +252,15 @@ def sample_neighbors(
             ``indptr[:A + 1]`` and ``indices[:indptr[A]]`` for the first A
             (hot-first) nodes: their rows are read from these, the others
             from ``indptr``/``indices``. Both or neither.
+        method: which kernel reads the neighbour ids (the draws, hence the
+            edges, are the same for a given seed): ``"foundation"`` reads every
+            pick from memory; ``"grouped"`` (GARDEN's GPS,
+            ``kernels.sample_grouped``) stages rows of degree <= ``d_max`` with
+            one coalesced load and picks from the staged tile;
+            ``"grouped_split"`` runs its full and random nodes as two kernels
+            on two streams. The CPU reference ignores it.
+        d_max: widest row the grouped kernels stage, a power of two in
+            [1, 1024]; hubs above it pick from memory.
 
     Returns:
         ``HopSample``: edges grouped by target in frontier order. With
@@ -258,6 +273,7 @@ def sample_neighbors(
     """
     if not isinstance(fanout, int) or isinstance(fanout, bool) or fanout < -1:
         raise ValueError(f"fanout must be an int >= -1 (-1 = all neighbours), got {fanout!r}")
+    check_method(method, d_max)
     device = frontier.device
     if not use_triton(device):
         return reference.sample_neighbors(indptr, indices, frontier, frontier_local,
@@ -313,6 +329,13 @@ def sample_neighbors(
     if slots:
         if seed is None:
             seed = torch.full((1,), int(draw_seeds(1, generator)[0]), dtype=torch.int64, device=device)
+        if method != "foundation":
+            # imported here: sample_grouped builds on this module's device helpers
+            from .sample_grouped import launch_grouped
+            launch_grouped(indices, hot_indices, frontier_local, row_start, degree, offsets, num_frontier,
+                           src, dst, eid, seed, num_hot_edges, fanout, replace, return_eid, tiered, d_max,
+                           split=method == "grouped_split")
+            return HopSample(src, dst, eid if return_eid else None, num_edges)
         fanout_pad = next_power_of_2(fanout)
         block_nodes, num_warps = _launch_settings(fanout_pad)
         _sample_kernel[(triton.cdiv(bound, block_nodes),)](
@@ -321,6 +344,20 @@ def sample_neighbors(
             FANOUT=fanout, FANOUT_PAD=fanout_pad, REPLACE=replace, WRITE_EID=return_eid,
             TIERED=tiered, BLOCK_NODES=block_nodes, num_warps=num_warps)
     return HopSample(src, dst, eid if return_eid else None, num_edges)
+
+
+METHODS = ("foundation", "grouped", "grouped_split")
+
+
+def check_method(method: str, d_max: int) -> None:
+    """Validate ``sample_neighbors``' ``method`` and ``d_max`` (ValueError
+    naming the bad one)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not isinstance(d_max, int) or isinstance(d_max, bool) or not 1 <= d_max <= 1024 \
+            or d_max & (d_max - 1):
+        raise ValueError(f"d_max must be a power of two in [1, 1024] (the widest row the grouped "
+                         f"sampler stages), got {d_max!r}")
 
 
 def draw_seeds(count: int, generator: torch.Generator | None) -> torch.Tensor:
