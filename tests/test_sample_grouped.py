@@ -19,7 +19,7 @@ from hypothesis import given, strategies as st
 
 from graphs import csc_from_degrees, graphs
 from test_sample import chi_square, chi_square_critical
-from tritongnn import CSCGraph
+from tritongnn import CSCGraph, NeighborSampler
 from tritongnn.kernels import sample_neighbors
 
 GROUPED = ["grouped", "grouped_split"]
@@ -213,3 +213,29 @@ def test_bad_method(method):
         sample_neighbors(graph.indptr, graph.indices, torch.zeros(1, dtype=torch.int64),
                          torch.zeros(1, dtype=torch.int64), torch.ones(1, dtype=torch.int64), 2,
                          method=method)
+
+
+@pytest.mark.parametrize("method", GROUPED)
+def test_neighbor_sampler_batches_do_not_depend_on_the_method(device, method):
+    # Three hops through the sampler (id map, frontiers of new nodes): the
+    # grouped kernels give the foundation kernel's batch exactly.
+    gen = torch.Generator().manual_seed(1)
+    degrees = torch.randint(0, 40, (120,), generator=gen)
+    degrees[:4] = torch.tensor([0, 100, 16, 17])
+    graph = csc_from_degrees(degrees, 120, gen).to(device)
+    seeds = torch.randperm(120, generator=gen)[:24].to(device)
+    out = [NeighborSampler(graph, [6, 4, 3], device=device, method=m, d_max=16, return_eid=True)
+           .sample(seeds, torch.Generator().manual_seed(5)) for m in ("foundation", method)]
+    for name in ("node", "row", "col", "edge"):
+        assert torch.equal(getattr(out[0], name), getattr(out[1], name)), name
+    assert out[0].num_sampled_nodes == out[1].num_sampled_nodes
+    assert out[0].num_sampled_edges == out[1].num_sampled_edges
+    assert out[0].num_sampled_edges[0] > 0
+
+
+def test_neighbor_sampler_bad_method():
+    graph = csc_from_degrees([3], 1, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="method"):
+        NeighborSampler(graph, [2], device="cpu", method="gps")
+    with pytest.raises(ValueError, match="d_max"):
+        NeighborSampler(graph, [2], device="cpu", method="grouped", d_max=100)
