@@ -16,6 +16,10 @@ foundation kernel's (same seed); a method whose check fails gets no rate.
 
 Each row also gives the frontier's mix: full nodes (degree <= fanout),
 staged random nodes (fanout < degree <= d_max) and hubs (degree > d_max).
+The foundation kernel is also timed at the grouped kernel's small tiles
+(``--foundation-block-nodes``, 16 and 32 nodes a program against its 128-256;
+48-80 registers at fanout 15 against 158, ``bench/kernel_registers.py``), so that a
+gain from occupancy alone is not credited to staging.
 
 Usage (GPU machine)::
 
@@ -27,6 +31,7 @@ graphs, no timing worth reading).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -47,6 +52,8 @@ def parse_args():
     parser.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
     parser.add_argument("--batch-size", type=int, default=None, help="seeds (default 8000; cpu 32)")
     parser.add_argument("--d-max", type=int, nargs="+", default=[32, 64, 128])
+    parser.add_argument("--foundation-block-nodes", type=int, nargs="*", default=[16, 32],
+                        help="also time the foundation kernel at these tile heights (its default: 128-256)")
     parser.add_argument("--replace", action="store_true")
     parser.add_argument("--placements", nargs="+", default=["device", "host"], choices=["device", "host"])
     parser.add_argument("--out", default=None, help="append the record to this JSON file")
@@ -109,11 +116,30 @@ def timed(fn, device):
     return cold, sorted(times)[len(times) // 2]
 
 
+@contextlib.contextmanager
+def foundation_block_nodes(block_nodes):
+    """The foundation kernel at another tile height: its registers (and so
+    its programs an SM) fall with it, which a faster grouped kernel might owe
+    to its small tiles rather than to staging. This baseline tells them apart."""
+    from tritongnn.kernels import sample as sample_module
+    saved = sample_module._launch_settings
+    if block_nodes:
+        sample_module._launch_settings = lambda fanout_pad: (block_nodes, 4)
+    try:
+        yield
+    finally:
+        sample_module._launch_settings = saved
+
+
 def bench_graph(name, graph, args, device, rows):
     from tritongnn.kernels import sample_neighbors
     seeds = torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(0))[:args.batch_size]
     layers = frontiers(graph.to(device), seeds.to(device), args.num_neighbors, device)
     degree_all = graph.degree().to(device)
+    # (label, method, d_max, foundation tile height); the first is the baseline
+    configs = [("foundation", "foundation", None, None)] + \
+        [(f"foundation BN={b}", "foundation", None, b) for b in args.foundation_block_nodes] + \
+        [(f"{m} d_max={d}", m, d, None) for m in METHODS[1:] for d in args.d_max]
     for placement in args.placements:
         if placement == "host" and device.type != "cuda":
             continue
@@ -124,37 +150,37 @@ def bench_graph(name, graph, args, device, rows):
             num = torch.tensor([n], device=device)
             seed = torch.tensor([12345], device=device)
             degree = degree_all[frontier]
-            configs = [("foundation", 64)] + [(m, d) for m in METHODS[1:] for d in args.d_max]
+            full = int((degree <= fanout).sum())
 
-            def call(method, d_max):
-                return sample_neighbors(g.indptr, g.indices, frontier, local, num, fanout, args.replace,
-                                        return_eid=True, seed=seed, method=method, d_max=d_max)
+            def call(method, d_max, block_nodes):
+                with foundation_block_nodes(block_nodes):
+                    return sample_neighbors(g.indptr, g.indices, frontier, local, num, fanout, args.replace,
+                                            return_eid=True, seed=seed, method=method, d_max=d_max or 64)
 
-            ref = call("foundation", 64)
+            ref = call("foundation", None, None)
             e = int(ref.num_edges)
             ref = (ref.src[:e].clone(), ref.dst[:e].clone(), ref.eid[:e].clone())
             base = None
-            for method, d_max in configs:
-                got = call(method, d_max)
+            for label, method, d_max, block_nodes in configs:
+                got = call(method, d_max, block_nodes)
                 correct = int(got.num_edges) == e and all(
                     torch.equal(a, b[:e]) for a, b in zip(ref, (got.src, got.dst, got.eid)))
                 del got
-                cold, warm = timed(lambda: call(method, d_max), device) if correct else (float("nan"),) * 2
-                if method == "foundation":
-                    base = (cold, warm)
-                full = int((degree <= fanout).sum())
-                hubs = int((degree > d_max).sum())
+                cold, warm = timed(lambda: call(method, d_max, block_nodes), device) if correct \
+                    else (float("nan"),) * 2
+                base = base or (cold, warm)
                 row = dict(graph=name, placement=placement, hop=hop + 1, fanout=fanout, frontier=n, edges=e,
-                           method=method, d_max=d_max if method != "foundation" else None,
-                           full_nodes=full, staged_random_nodes=n - full - hubs if method != "foundation"
-                           else None, hubs=hubs if method != "foundation" else None,
+                           method=method, d_max=d_max, foundation_block_nodes=block_nodes, full_nodes=full,
                            ms_cold=cold, ms_warm=warm, medges_per_s_cold=e / cold / 1e3,
                            medges_per_s_warm=e / warm / 1e3, speedup_cold=base[0] / cold,
                            speedup_warm=base[1] / warm, correct=correct)
+                mix = ""
+                if d_max is not None:
+                    row["staged_random_nodes"] = int(((degree > fanout) & (degree <= d_max)).sum())
+                    row["hubs"] = int((degree > max(d_max, fanout)).sum())
+                    mix = f"  (full {full / n:.0%}, staged {row['staged_random_nodes'] / n:.0%}, " \
+                          f"hubs {row['hubs'] / n:.0%})"
                 rows.append(row)
-                label = method if method == "foundation" else f"{method} d_max={d_max}"
-                mix = "" if method == "foundation" else \
-                    f"  (full {full / n:.0%}, staged {row['staged_random_nodes'] / n:.0%}, hubs {hubs / n:.0%})"
                 print(f"{name:9s} {placement:6s} hop {hop + 1} fanout {fanout:2d} frontier {n:8d} "
                       f"edges {e:9d} | {label:24s} cold {cold:8.3f} ms {e / cold / 1e3:8.1f} M/s "
                       f"x{base[0] / cold:5.2f} | warm {warm:8.3f} ms x{base[1] / warm:5.2f}"
@@ -192,6 +218,7 @@ def main():
     settings = dict(graphs={n: dict(nodes=g.num_nodes, edges=g.num_edges, indices="int32") for n, g in graphs},
                     chung_lu="exponent 2.5, homophily 0.8, seed 0", num_neighbors=args.num_neighbors,
                     batch_size=args.batch_size, d_max=args.d_max, replace=args.replace,
+                    foundation_block_nodes=args.foundation_block_nodes,
                     timing="one sample_neighbors call in a CUDA graph; cold: do_bench median, L2 flushed; "
                            "warm: 20 calls in one graph, median of 5")
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "none (interpreter smoke test)"
