@@ -43,11 +43,12 @@ written without a GPU; ``bench/bench_sampler_kernel.py`` measures it).
   latency) this overlap is the main hoped-for gain, with fewer, larger PCIe
   reads (a row in one or two 128-byte requests instead of up to ``fanout``
   scattered 32-byte sectors).
-- Bytes moved barely change in HBM: a random subset of 15 of 64 int32
-  positions already touches about 7.2 of the row's 8 32-byte sectors, and
-  staging reads all 8 (so up to ~25% more bytes near ``D_MAX``, never
-  fewer sectors than the picks). The tile also costs ``D_MAX`` lanes of
-  issue per node instead of ``FP``, and registers.
+- Staging never reads fewer 32-byte sectors than the picks, and can read
+  more: 15 random positions of a 64-id int32 row touch 7.2 of its 8 sectors
+  on average (staging: 8, ~10% more), but 5 of 64 touch only 4.0 (staging:
+  twice the bytes). So the smaller the fanout, the smaller the best
+  ``D_MAX`` may be; the benchmark sweeps it. The tile also costs ``D_MAX``
+  lanes of issue per node instead of ``FP``, and registers.
 - Registers: the ``[BN, D_MAX]`` tile is the largest live value (plus its
   64-bit addresses while loading); ``_launch_settings`` keeps it at 2048
   elements a program, 16 a thread with 4 warps.
