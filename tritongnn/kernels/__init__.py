@@ -4,6 +4,8 @@ holds the pure-torch versions (test oracles and the CPU path).
 - ``classify``: the super-batch degree classifier (full / random nodes,
   output placement) and the atomic-free multi-block prefix sum.
 - ``sample``: uniform neighbour sampling of one hop (CSC, GPU or UVA).
+- ``sample_grouped``: the same sampling with rows staged by coalesced loads
+  (GARDEN's grouped sampler; ``sample_neighbors(..., method="grouped")``).
 - ``id_map``: fused global-to-local id mapping, keyed by sub-batch.
 - ``gather``: feature row gather from GPU memory or pinned host memory.
 - ``aggregate``: sum/mean neighbour aggregation, forward and backward.

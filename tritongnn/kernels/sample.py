@@ -26,6 +26,10 @@ Four launches per hop, no host synchronisation:
    graphs cost the same as small nodes), without reading the row. With
    replacement the draws are i.i.d. ``_all_kernel`` (fanout = -1) copies
    whole rows, one output edge per lane.
+   ``method="grouped"`` swaps this kernel for ``sample_grouped``'s (GARDEN's
+   GPS), one batch at a time: the same draws (``_draw_positions``), but rows
+   of degree <= ``d_max`` are staged with one coalesced load and the picks
+   served from the tile.
 
 Random numbers are Philox (``tl.randint``) keyed by a per-launch seed drawn
 from the caller's ``torch.Generator`` and by (node position, draw): results are
@@ -68,6 +72,39 @@ def _uniform_below(seed, offset, n):
     # far below what any test of a real degree can see; no modulo, no loop.
     b_r = tl.randint(seed, offset).to(tl.uint32, bitcast=True).to(tl.int64)
     return (b_r * n) >> 32
+
+
+@triton.jit
+def _draw_positions(seed, b_draw, b_deg, m_n, FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr,
+                    REPLACE: tl.constexpr, PER_NODE_SEED: tl.constexpr, BLOCK_NODES: tl.constexpr):
+    """Row positions drawn for a tile of nodes: ``[BN, FP]`` picks and the
+    ``[BN]`` count of those that are edges. ``seed`` is the launch's Philox
+    seed, or with ``PER_NODE_SEED`` a ``[BN]`` seed per node (its sub-batch's);
+    the counter of draw ``j`` of a node is ``b_draw * FANOUT_PAD + j``
+    (``b_draw``: its position in its batch's frontier), so every kernel
+    calling this draws the same positions for the same (seed, position),
+    whatever its tile shape or node order."""
+    o_j = tl.arange(0, FANOUT_PAD)  # [FP]
+    if REPLACE:
+        o_rand = b_draw[:, None] * FANOUT_PAD + o_j[None, :]  # [BN, FP]
+        if PER_NODE_SEED:
+            seed = tl.broadcast_to(seed[:, None], (BLOCK_NODES, FANOUT_PAD))
+        b_pick = _uniform_below(seed, o_rand, b_deg[:, None])  # [BN, FP]
+        b_count = tl.where(b_deg > 0, FANOUT, 0)
+    else:
+        b_full = b_deg <= FANOUT
+        b_chosen = tl.full([BLOCK_NODES, FANOUT_PAD], -1, tl.int64)
+        if tl.max((m_n & ~b_full).to(tl.int32), axis=0) > 0:  # a tile of full nodes draws nothing
+            # Floyd's algorithm, all nodes of the tile in lock step.
+            for s in tl.static_range(FANOUT):
+                b_top = b_deg - FANOUT + s  # [BN] draw t in [0, b_top]
+                b_t = _uniform_below(seed, b_draw * FANOUT_PAD + s, b_top + 1)
+                b_seen = tl.sum((b_chosen == b_t[:, None]).to(tl.int32), axis=1) > 0
+                b_new = tl.where(b_seen, b_top, b_t)
+                b_chosen = tl.where(o_j[None, :] == s, b_new[:, None], b_chosen)
+        b_pick = tl.where(b_full[:, None], o_j[None, :], b_chosen)
+        b_count = tl.minimum(b_deg, FANOUT)
+    return b_pick, b_count
 
 
 @triton.jit(do_not_specialize=["bound", "num_hot_edges"])
@@ -117,27 +154,8 @@ def _sample_kernel(
     b_end = tl.load(offsets + i_n, mask=m_n, other=0)
     b_dst = tl.load(frontier_local + i_n, mask=m_n, other=0)
     o_j = tl.arange(0, FANOUT_PAD)  # [FP]
-
-    if REPLACE:
-        # Philox counter of draw j for node i: unique within the sub-batch.
-        o_rand = b_draw[:, None] * FANOUT_PAD + o_j[None, :]  # [BN, FP]
-        if HAS_BATCH:
-            b_seed = tl.broadcast_to(b_seed[:, None], (BLOCK_NODES, FANOUT_PAD))
-        b_pick = _uniform_below(b_seed, o_rand, b_deg[:, None])  # [BN, FP]
-        b_count = tl.where(b_deg > 0, FANOUT, 0)
-    else:
-        b_full = b_deg <= FANOUT
-        b_chosen = tl.full([BLOCK_NODES, FANOUT_PAD], -1, tl.int64)
-        if tl.max((m_n & ~b_full).to(tl.int32), axis=0) > 0:
-            # Floyd's algorithm, all nodes of the tile in lock step.
-            for s in tl.static_range(FANOUT):
-                b_top = b_deg - FANOUT + s  # [BN] draw t in [0, b_top]
-                b_t = _uniform_below(b_seed, b_draw * FANOUT_PAD + s, b_top + 1)
-                b_seen = tl.sum((b_chosen == b_t[:, None]).to(tl.int32), axis=1) > 0
-                b_new = tl.where(b_seen, b_top, b_t)
-                b_chosen = tl.where(o_j[None, :] == s, b_new[:, None], b_chosen)
-        b_pick = tl.where(b_full[:, None], o_j[None, :], b_chosen)
-        b_count = tl.minimum(b_deg, FANOUT)
+    b_pick, b_count = _draw_positions(b_seed, b_draw, b_deg, m_n, FANOUT, FANOUT_PAD, REPLACE, HAS_BATCH,
+                                      BLOCK_NODES)  # [BN, FP], [BN]
 
     m_e = m_n[:, None] & (o_j[None, :] < b_count[:, None])  # [BN, FP]
     b_pos = b_start[:, None] + b_pick  # CSC position of the edge
@@ -230,6 +248,8 @@ def sample_neighbors(
     hot_indices: torch.Tensor | None = None,
     frontier_batch: torch.Tensor | None = None,
     batch_ptr: torch.Tensor | None = None,
+    method: str = "foundation",
+    d_max: int = 64,
 ) -> HopSample:
     """Sample up to ``fanout`` in-neighbours of every frontier node, for one
     batch or for the K sub-batches of a super-batch in one launch.
@@ -259,6 +279,16 @@ def sample_neighbors(
         batch_ptr: ``[K + 1]`` int64 device: where each sub-batch starts in
             the frontier, ``batch_ptr[K] == num_frontier``; with
             ``frontier_batch``.
+        method: which kernel reads the neighbour ids (the draws, hence the
+            edges, are the same for a given seed): ``"foundation"`` reads every
+            pick from memory; ``"grouped"`` (GARDEN's GPS,
+            ``kernels.sample_grouped``) stages rows of degree <= ``d_max`` with
+            one coalesced load and picks from the staged tile;
+            ``"grouped_split"`` runs its full and random nodes as two kernels
+            on two streams. The CPU reference ignores it; one batch only
+            (no ``frontier_batch``).
+        d_max: widest row the grouped kernels stage, a power of two in
+            [1, 1024]; hubs above it pick from memory.
 
     Returns:
         ``HopSample``: edges grouped by target in frontier order (so by
@@ -276,8 +306,12 @@ def sample_neighbors(
     """
     if not isinstance(fanout, int) or isinstance(fanout, bool) or fanout < -1:
         raise ValueError(f"fanout must be an int >= -1 (-1 = all neighbours), got {fanout!r}")
+    check_method(method, d_max)
     device = frontier.device
     _check_batches(frontier, frontier_batch, batch_ptr, seed, device)
+    if method != "foundation" and frontier_batch is not None:
+        raise ValueError(f"method={method!r} samples one batch per launch; a super-batch "
+                         f"(frontier_batch) takes method='foundation'")
     if not use_triton(device):
         return reference.sample_neighbors(indptr, indices, frontier, frontier_local, num_frontier, fanout,
                                           replace, generator, return_eid, frontier_batch, batch_ptr)
@@ -331,6 +365,13 @@ def sample_neighbors(
     if slots:
         if seed is None:
             seed = torch.full((1,), int(draw_seeds(1, generator)[0]), dtype=torch.int64, device=device)
+        if method != "foundation":
+            # imported here: sample_grouped builds on this module's device helpers
+            from .sample_grouped import launch_grouped
+            launch_grouped(indices, hot_indices, frontier_local, classified.row_start, classified.degree,
+                           classified.offsets, num_frontier, src, dst, eid, seed, hot_indices.numel(), fanout,
+                           replace, return_eid, tiered, d_max, split=method == "grouped_split")
+            return HopSample(src, dst, eid if return_eid else None, num_edges, None, edge_ptr)
         fanout_pad = next_power_of_2(fanout)
         block_nodes, num_warps = _launch_settings(fanout_pad)
         _sample_kernel[(triton.cdiv(bound, block_nodes),)](
@@ -340,6 +381,20 @@ def sample_neighbors(
             WRITE_EID=return_eid, TIERED=tiered, HAS_BATCH=has_batch, BLOCK_NODES=block_nodes,
             num_warps=num_warps)
     return HopSample(src, dst, eid if return_eid else None, num_edges, batch if has_batch else None, edge_ptr)
+
+
+METHODS = ("foundation", "grouped", "grouped_split")
+
+
+def check_method(method: str, d_max: int) -> None:
+    """Validate ``sample_neighbors``' ``method`` and ``d_max`` (ValueError
+    naming the bad one)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not isinstance(d_max, int) or isinstance(d_max, bool) or not 1 <= d_max <= 1024 \
+            or d_max & (d_max - 1):
+        raise ValueError(f"d_max must be a power of two in [1, 1024] (the widest row the grouped "
+                         f"sampler stages), got {d_max!r}")
 
 
 def draw_seeds(count: int, generator: torch.Generator | None) -> torch.Tensor:

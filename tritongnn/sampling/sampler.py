@@ -48,6 +48,7 @@ from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
 from ..graph import CSCGraph
 from ..kernels import IdMap, draw_seeds, sample_neighbors
+from ..kernels.sample import check_method
 from ..kernels._launch import use_triton
 
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
@@ -131,6 +132,12 @@ class NeighborSampler:
             graph and replay it (same batches, a fraction of the host time).
         hot_indptr, hot_indices: the adjacency cache (GPU copies of the
             first rows of a hot-first relabelled graph), or None.
+        method, d_max: the sampling kernel, ``"foundation"``, ``"grouped"``
+            or ``"grouped_split"`` (GARDEN's grouped sampler, staging rows of
+            degree <= ``d_max``); all give the same batches for the same
+            generator state (see ``kernels.sample.sample_neighbors``). The
+            grouped kernels take one batch per launch: ``sample_many``'s
+            super-batches use the foundation kernel.
 
     Example:
         >>> sampler = NeighborSampler(graph.to("cuda"), [15, 10, 5], device="cuda")
@@ -141,7 +148,9 @@ class NeighborSampler:
 
     def __init__(self, graph: CSCGraph, num_neighbors, replace: bool = False,
                  device="cuda", return_eid: bool = False, cuda_graph: bool = True,
-                 hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None):
+                 hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None,
+                 method: str = "foundation", d_max: int = 64):
+        check_method(method, d_max)
         self.graph = graph
         self.num_neighbors = check_num_neighbors(num_neighbors)
         self.replace = bool(replace)
@@ -156,6 +165,7 @@ class NeighborSampler:
         self._captured: dict[int | tuple[int, int], _CapturedHops | None] = {}
         self._tiers = {} if hot_indptr is None and hot_indices is None else \
             dict(hot_indptr=hot_indptr, hot_indices=hot_indices)
+        self._kernel = dict(method=method, d_max=d_max)
 
     def _node_bound(self, batch_size: int) -> int:
         # Keys the id map is first sized for: seeds, then each hop multiplies,
@@ -211,7 +221,8 @@ class NeighborSampler:
             edges = sample_neighbors(self.graph.indptr, self.graph.indices, frontier, frontier_local,
                                      num_frontier, fanout, self.replace, generator, self.return_eid,
                                      seed=None if rng is None else rng[hop], frontier_batch=frontier_batch,
-                                     batch_ptr=batch_ptr, **self._tiers)
+                                     batch_ptr=batch_ptr, **self._tiers,
+                                     **(self._kernel if frontier_batch is None else {}))
             mapped = id_map.insert(edges.src, edges.num_edges, edges.batch)
             hops.append((edges, mapped))
             frontier, frontier_local, num_frontier = mapped.new_nodes, mapped.new_local, mapped.num_new

@@ -1,0 +1,236 @@
+"""Sampling kernel benchmark: one hop of the foundation kernel against the
+grouped ones (GARDEN's GPS, ``method="grouped"`` / ``"grouped_split"``).
+
+For each graph (a synthetic Chung-Lu power law and the cnr2000 web crawl),
+adjacency placement (GPU memory, pinned host memory read through UVA) and hop
+of ``--num-neighbors`` (fanouts 15, 10, 5 by default), the frontier is the one
+a real batch gives: ``--batch-size`` random seeds, then the new nodes of each
+hop as ``NeighborSampler`` finds them. One ``sample_neighbors`` call (row
+kernel, offsets, sampling kernel; the split variant's partition too) is
+captured in a CUDA graph, so host launch cost is out, and timed with CUDA
+events by ``triton.testing.do_bench``: median over many replays after
+warm-up, L2 flushed before each ("cold"), plus the mean of 20 back-to-back
+calls captured in one graph ("warm": cnr2000's int32 ids, 13 MB, fit the
+H200's L2). Every method's edges are first checked bit for bit against the
+foundation kernel's (same seed); a method whose check fails gets no rate.
+
+Each row also gives the frontier's mix: full nodes (degree <= fanout),
+staged random nodes (fanout < degree <= d_max) and hubs (degree > d_max).
+The foundation kernel is also timed at the grouped kernel's small tiles
+(``--foundation-block-nodes``, 16 and 32 nodes a program against its 128-256;
+48-80 registers at fanout 15 against 158, ``bench/kernel_registers.py``), so that a
+gain from occupancy alone is not credited to staging.
+
+Usage (GPU machine)::
+
+    python bench/bench_sampler_kernel.py --commit <sha> --out bench/results/sampler_kernel.json
+
+``--device cpu`` is a smoke test of the script (Triton's interpreter, tiny
+graphs, no timing worth reading).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+METHODS = ("foundation", "grouped", "grouped_split")
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cuda", help="cpu: a smoke test of the script (interpreter)")
+    parser.add_argument("--nodes", type=int, default=None, help="Chung-Lu nodes (default 2^24; cpu 3000)")
+    parser.add_argument("--edges", type=int, default=None, help="Chung-Lu edges (default 2^28; cpu 30000)")
+    parser.add_argument("--cnr2000", default=None,
+                        help="path of cnr2000.npz (default: shared/data/ in or beside the checkout)")
+    parser.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
+    parser.add_argument("--batch-size", type=int, default=None, help="seeds (default 8000; cpu 32)")
+    parser.add_argument("--d-max", type=int, nargs="+", default=[32, 64, 128])
+    parser.add_argument("--foundation-block-nodes", type=int, nargs="*", default=[16, 32],
+                        help="also time the foundation kernel at these tile heights (its default: 128-256)")
+    parser.add_argument("--replace", action="store_true")
+    parser.add_argument("--placements", nargs="+", default=["device", "host"], choices=["device", "host"])
+    parser.add_argument("--out", default=None, help="append the record to this JSON file")
+    parser.add_argument("--commit", default=None)
+    args = parser.parse_args()
+    cpu = args.device == "cpu"
+    args.nodes = args.nodes or (3000 if cpu else 1 << 24)
+    args.edges = args.edges or (30_000 if cpu else 1 << 28)
+    args.batch_size = args.batch_size or (32 if cpu else 8000)
+    return args
+
+
+def find_cnr2000(path):
+    candidates = [path] if path else [os.path.join(HERE, "..", "shared", "data", "cnr2000.npz"),
+                                      os.path.join(HERE, "..", "..", "shared", "data", "cnr2000.npz")]
+    return next((p for p in candidates if os.path.isfile(p)), None)
+
+
+def frontiers(graph, seeds, num_neighbors, device):
+    """The frontier of every hop of one batch: the seeds, then each hop's
+    new nodes, as the sampler finds them."""
+    from tritongnn import NeighborSampler
+    out = NeighborSampler(graph, num_neighbors, device=device, cuda_graph=False).sample(
+        seeds, torch.Generator().manual_seed(0))
+    bounds = torch.tensor(out.num_sampled_nodes).cumsum(0).tolist()
+    starts = [0] + bounds[:-1]
+    return [out.node[a:b] for a, b in zip(starts, bounds)][:len(num_neighbors)]
+
+
+def timed(fn, device):
+    """(cold ms, warm ms) of ``fn``: see the module docstring."""
+    if device.type != "cuda":
+        fn()
+        start = time.perf_counter()
+        fn()
+        ms = (time.perf_counter() - start) * 1e3
+        return ms, ms
+    from triton.testing import do_bench
+    fn()  # compile outside the capture
+    torch.cuda.synchronize(device)
+    one = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(one):
+        fn()
+    cold = do_bench(one.replay, warmup=25, rep=200, return_mode="median")
+    reps = 20
+    many = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(many):
+        for _ in range(reps):
+            fn()
+    many.replay()
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        many.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / reps)
+    del one, many
+    return cold, sorted(times)[len(times) // 2]
+
+
+@contextlib.contextmanager
+def foundation_block_nodes(block_nodes):
+    """The foundation kernel at another tile height: its registers (and so
+    its programs an SM) fall with it, which a faster grouped kernel might owe
+    to its small tiles rather than to staging. This baseline tells them apart."""
+    from tritongnn.kernels import sample as sample_module
+    saved = sample_module._launch_settings
+    if block_nodes:
+        sample_module._launch_settings = lambda fanout_pad: (block_nodes, 4)
+    try:
+        yield
+    finally:
+        sample_module._launch_settings = saved
+
+
+def bench_graph(name, graph, args, device, rows):
+    from tritongnn.kernels import sample_neighbors
+    seeds = torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(0))[:args.batch_size]
+    layers = frontiers(graph.to(device), seeds.to(device), args.num_neighbors, device)
+    degree_all = graph.degree().to(device)
+    # (label, method, d_max, foundation tile height); the first is the baseline
+    configs = [("foundation", "foundation", None, None)] + \
+        [(f"foundation BN={b}", "foundation", None, b) for b in args.foundation_block_nodes] + \
+        [(f"{m} d_max={d}", m, d, None) for m in METHODS[1:] for d in args.d_max]
+    for placement in args.placements:
+        if placement == "host" and device.type != "cuda":
+            continue
+        g = graph.to(device) if placement == "device" else graph.pin_memory()
+        for hop, (frontier, fanout) in enumerate(zip(layers, args.num_neighbors)):
+            n = frontier.numel()
+            local = torch.arange(n, device=device)
+            num = torch.tensor([n], device=device)
+            seed = torch.tensor([12345], device=device)
+            degree = degree_all[frontier]
+            full = int((degree <= fanout).sum())
+
+            def call(method, d_max, block_nodes):
+                with foundation_block_nodes(block_nodes):
+                    return sample_neighbors(g.indptr, g.indices, frontier, local, num, fanout, args.replace,
+                                            return_eid=True, seed=seed, method=method, d_max=d_max or 64)
+
+            ref = call("foundation", None, None)
+            e = int(ref.num_edges)
+            ref = (ref.src[:e].clone(), ref.dst[:e].clone(), ref.eid[:e].clone())
+            base = None
+            for label, method, d_max, block_nodes in configs:
+                got = call(method, d_max, block_nodes)
+                correct = int(got.num_edges) == e and all(
+                    torch.equal(a, b[:e]) for a, b in zip(ref, (got.src, got.dst, got.eid)))
+                del got
+                cold, warm = timed(lambda: call(method, d_max, block_nodes), device) if correct \
+                    else (float("nan"),) * 2
+                base = base or (cold, warm)
+                row = dict(graph=name, placement=placement, hop=hop + 1, fanout=fanout, frontier=n, edges=e,
+                           method=method, d_max=d_max, foundation_block_nodes=block_nodes, full_nodes=full,
+                           ms_cold=cold, ms_warm=warm, medges_per_s_cold=e / cold / 1e3,
+                           medges_per_s_warm=e / warm / 1e3, speedup_cold=base[0] / cold,
+                           speedup_warm=base[1] / warm, correct=correct)
+                mix = ""
+                if d_max is not None:
+                    row["staged_random_nodes"] = int(((degree > fanout) & (degree <= d_max)).sum())
+                    row["hubs"] = int((degree > max(d_max, fanout)).sum())
+                    mix = f"  (full {full / n:.0%}, staged {row['staged_random_nodes'] / n:.0%}, " \
+                          f"hubs {row['hubs'] / n:.0%})"
+                rows.append(row)
+                print(f"{name:9s} {placement:6s} hop {hop + 1} fanout {fanout:2d} frontier {n:8d} "
+                      f"edges {e:9d} | {label:24s} cold {cold:8.3f} ms {e / cold / 1e3:8.1f} M/s "
+                      f"x{base[0] / cold:5.2f} | warm {warm:8.3f} ms x{base[1] / warm:5.2f}"
+                      f"{'' if correct else '  WRONG EDGES'}{mix}", flush=True)
+
+
+def main():
+    args = parse_args()
+    device = torch.device(args.device)
+    if device.type == "cpu":  # the kernels run through the interpreter; set before tritongnn loads
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    sys.path.insert(0, HERE)
+    from tritongnn import CSCGraph
+    from tritongnn.datasets import chung_lu, load_npz
+    from _record import append_record, new_record
+
+    rows = []
+    start = time.perf_counter()
+    data = chung_lu(args.nodes, args.edges, num_features=1, train_fraction=0.0, val_fraction=0.0,
+                    test_fraction=0.0, device=device, seed=0)
+    csc = CSCGraph.from_edge_index(data.edge_index, args.nodes)
+    del data
+    graphs = [("chung_lu", CSCGraph(csc.indptr, csc.indices.to(torch.int32), validate=False).to("cpu"))]
+    del csc
+    cnr = find_cnr2000(args.cnr2000)
+    if cnr:
+        data = load_npz(cnr)
+        csc = CSCGraph.from_edge_index(data.edge_index, data.num_nodes)
+        graphs.append(("cnr2000", CSCGraph(csc.indptr, csc.indices.to(torch.int32), validate=False)))
+    else:
+        print("cnr2000.npz not found (pass --cnr2000): only the synthetic graph", flush=True)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    settings = dict(graphs={n: dict(nodes=g.num_nodes, edges=g.num_edges, indices="int32") for n, g in graphs},
+                    chung_lu="exponent 2.5, homophily 0.8, seed 0", num_neighbors=args.num_neighbors,
+                    batch_size=args.batch_size, d_max=args.d_max, replace=args.replace,
+                    foundation_block_nodes=args.foundation_block_nodes,
+                    timing="one sample_neighbors call in a CUDA graph; cold: do_bench median, L2 flushed; "
+                           "warm: 20 calls in one graph, median of 5")
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "none (interpreter smoke test)"
+    print(f"GPU {gpu}, torch {torch.__version__}; graphs ready in {time.perf_counter() - start:.1f} s; "
+          f"settings {settings}", flush=True)
+    for name, graph in graphs:
+        bench_graph(name, graph, args, device, rows)
+    wrong = [r for r in rows if not r["correct"]]
+    if wrong:
+        print(f"{len(wrong)} configurations gave edges other than the foundation kernel's: no rate for them")
+    append_record(args.out, new_record("sampler_kernel", device, args.commit, settings=settings, rows=rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""Grouped sampler (GARDEN's GPS, ``method="grouped"``): the foundation
+kernel's edges bit for bit, and uniform draws of its own.
+
+Bit-identity is the strong check: both kernels draw the same Philox numbers
+and run the same Floyd's algorithm, so any difference is a wrong read (staged
+tile, hub fallback, tier, mask). The distribution tests then look at the
+grouped kernel alone. Each chi-square test compares against the p = 1e-4
+critical value with fixed seeds: the outcome is deterministic, and a correct
+sampler fails one such test with probability 1e-4 per fresh seed (about
+1.5 % for the ~150 run here, each set of seeds fixed once), while a bias of
+a few percent in a cell fails it for sure at these draw counts.
+"""
+import itertools
+import math
+
+import pytest
+import torch
+from hypothesis import given, strategies as st
+
+from graphs import csc_from_degrees, graphs
+from test_sample import chi_square, chi_square_critical
+from tritongnn import CSCGraph, NeighborSampler
+from tritongnn.kernels import sample_neighbors
+
+GROUPED = ["grouped", "grouped_split"]
+
+
+def sample(graph, frontier, fanout, replace, device, method, d_max=64, seed=0, return_eid=True,
+           index_dtype=torch.int32, num_hot=None, slack=5):
+    """One hop of ``method`` over ``frontier`` (CPU int64), with ``slack``
+    garbage slots after it (ids far out of range: an unmasked read crashes or
+    shows). ``num_hot``: the first rows come from a GPU-style hot copy and the
+    cold copy's prefix is poisoned, so a read from the wrong tier shows up."""
+    n = frontier.numel()
+    indptr, indices = graph.indptr.clone(), graph.indices.to(index_dtype, copy=True)  # poisoned below
+    tiers = {}
+    if num_hot is not None:
+        hot_edges = int(indptr[num_hot])
+        tiers = dict(hot_indptr=indptr[:num_hot + 1].clone().to(device),
+                     hot_indices=indices[:hot_edges].clone().to(device))
+        indptr[:num_hot] = -(10**9)
+        indices[:hot_edges] = -7
+    padded = torch.cat([frontier, torch.full((slack,), 10**12)]).to(device)
+    hop = sample_neighbors(indptr.to(device), indices.to(device), padded,
+                           torch.arange(n + slack, device=device) + 100, torch.tensor([n], device=device),
+                           fanout, replace, torch.Generator().manual_seed(seed), return_eid=return_eid,
+                           method=method, d_max=d_max, **tiers)
+    e = int(hop.num_edges)
+    eid = hop.eid[:e].cpu() if return_eid else None
+    return hop.src[:e].cpu(), hop.dst[:e].cpu() - 100, eid
+
+
+def spanning_graph(fanout, d_max, seed=0):
+    """Degrees through every path of the grouped kernel: isolated, 1, below,
+    at and just above the fanout, inside the staged width, at D_MAX, just
+    above it and far above it (hubs), then random ones."""
+    gen = torch.Generator().manual_seed(seed)
+    edges = [0, 1, max(fanout - 1, 0), fanout, fanout + 1, (fanout + d_max) // 2, d_max - 1, d_max,
+             d_max + 1, 3 * d_max + 5]
+    degrees = edges + torch.randint(0, 2 * d_max + 2, (14,), generator=gen).tolist()
+    graph = csc_from_degrees(degrees, len(degrees), gen)
+    # every node twice, shuffled, and some more repeats
+    nodes = torch.cat([torch.arange(len(degrees)).repeat(2),
+                       torch.randint(0, len(degrees), (23,), generator=gen)])
+    return graph, nodes[torch.randperm(nodes.numel(), generator=gen)]
+
+
+# (fanout, d_max, index dtype, hot prefix of the adjacency, return_eid): each
+# fanout/d_max relation (d_max above, far above, below the fanout, fanout 1)
+# once without and once with the adjacency cache, both id widths, with and
+# without edge ids.
+CASES = [(5, 16, torch.int32, None, True), (5, 16, torch.int64, 9, False),
+         (3, 64, torch.int64, None, True), (3, 64, torch.int32, 13, False),
+         (13, 8, torch.int32, None, False), (13, 8, torch.int64, 9, True),
+         (1, 2, torch.int64, None, False), (1, 2, torch.int32, 13, True)]
+
+
+@pytest.mark.parametrize("method", GROUPED)
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_grouped_matches_foundation(device, method, replace, case):
+    fanout, d_max, index_dtype, num_hot, return_eid = CASES[case]
+    graph, frontier = spanning_graph(fanout, d_max)
+    args = (graph, frontier, fanout, replace, device)
+    kw = dict(d_max=d_max, seed=fanout, return_eid=return_eid, index_dtype=index_dtype)
+    expect = sample(*args, "foundation", **kw)
+    got = sample(*args, method, num_hot=num_hot, **kw)
+    assert expect[0].numel() > 0
+    for a, b in zip(expect, got):
+        assert (a is None and b is None) or torch.equal(a, b)
+
+
+@given(graph=graphs(max_degree=80), fanout=st.sampled_from([-1, 0, 1, 2, 5, 13, 16]),
+       replace=st.booleans(), method=st.sampled_from(GROUPED),
+       d_max=st.sampled_from([1, 2, 4, 16, 64, 1024]), data=st.data())
+def test_grouped_matches_foundation_on_random_graphs(device, graph, fanout, replace, method, d_max, data):
+    # self-loops, repeated edges, single nodes (graphs()), any d_max vs fanout
+    n = data.draw(st.integers(1, 2 * graph.num_nodes))
+    frontier = torch.randint(0, graph.num_nodes, (n,), generator=torch.Generator().manual_seed(n))
+    expect = sample(graph, frontier, fanout, replace, device, "foundation", d_max, seed=n)
+    got = sample(graph, frontier, fanout, replace, device, method, d_max, seed=n)
+    for a, b in zip(expect, got):
+        assert torch.equal(a, b)
+
+
+def distinct_row_graph(degrees):
+    """Rows whose entries are all different (source id = CSC position), so
+    a sampled source names the position it was read from."""
+    degrees = torch.as_tensor(degrees)
+    indptr = torch.zeros(degrees.numel() + 1, dtype=torch.int64)
+    indptr[1:] = torch.cumsum(degrees, 0)
+    num_nodes = max(int(indptr[-1]), degrees.numel())
+    indptr = torch.cat([indptr, indptr[-1].repeat(num_nodes - degrees.numel())])
+    return CSCGraph(indptr, torch.arange(int(indptr[-1])))
+
+
+def subsets_of(dst, src, start, count):
+    """Bit mask of the row positions each frontier slot drew."""
+    return torch.zeros(count, dtype=torch.int64).index_add_(0, dst, 1 << (src - start[dst]))
+
+
+@pytest.mark.parametrize("method", GROUPED)
+@pytest.mark.parametrize("d_max", [64, 2])  # 64: every row staged; 2: rows of degree >= 3 are hubs
+def test_small_degree_subsets_are_uniform_exhaustively(device, method, d_max):
+    # Every (degree, fanout) with degree <= 6: a node of degree <= fanout
+    # takes its row in order; above, every one of the C(degree, fanout)
+    # subsets appears, equally often (chi-square, p = 1e-4). Degree 6,
+    # fanout 3 has 20 subsets.
+    copies = 1200
+    degrees = [1, 2, 3, 4, 5, 6]
+    graph = distinct_row_graph(degrees)
+    for fanout in range(1, 6):
+        frontier = torch.arange(len(degrees)).repeat_interleave(copies)
+        src, dst, eid = sample(graph, frontier, fanout, False, device, method, d_max, seed=fanout)
+        assert torch.equal(src, eid)  # staged or not, the source read is the position drawn
+        start, degree = graph.indptr[frontier], graph.degree()[frontier]
+        count = degree.clamp(max=fanout)
+        assert torch.equal(dst, torch.repeat_interleave(torch.arange(frontier.numel()), count))
+        masks = subsets_of(dst, src, start, frontier.numel())
+        for node, d in enumerate(degrees):
+            mine = masks[frontier == node]
+            if d <= fanout:
+                assert bool((mine == (1 << d) - 1).all())
+                continue
+            values, counts = torch.unique(mine, return_counts=True)
+            num_subsets = math.comb(d, fanout)
+            assert values.numel() == num_subsets, (d, fanout)
+            size = (torch.bitwise_and(values[:, None], 1 << torch.arange(d)) != 0).sum(1)
+            assert bool((size == fanout).all())
+            assert chi_square(counts.double(), copies / num_subsets) < chi_square_critical(num_subsets - 1), \
+                (d, fanout)
+
+
+@pytest.mark.parametrize("method", GROUPED)
+@pytest.mark.parametrize("d_max", [64, 4])  # 4: the degree-5 row is a hub, the degree-3 row staged
+def test_replacement_draws_are_iid_uniform(device, method, d_max):
+    # With replacement every draw is uniform over the row, independently of
+    # the others: each position's marginal and each pair of positions' joint
+    # law are uniform (chi-square, p = 1e-4). Degree 3 < fanout 4 repeats.
+    copies, fanout = 3000, 4
+    degrees = [5, 3]
+    graph = distinct_row_graph(degrees)
+    frontier = torch.arange(len(degrees)).repeat_interleave(copies)
+    src, dst, eid = sample(graph, frontier, fanout, True, device, method, d_max, seed=9)
+    assert torch.equal(src, eid)
+    assert torch.equal(dst, torch.arange(frontier.numel()).repeat_interleave(fanout))
+    pick = (src - graph.indptr[frontier[dst]]).view(-1, fanout)  # [slots, fanout] positions
+    for node, d in enumerate(degrees):
+        mine = pick[frontier == node]
+        for j in range(fanout):
+            counts = torch.bincount(mine[:, j], minlength=d).double()
+            assert chi_square(counts, copies / d) < chi_square_critical(d - 1), (d, j)
+        for j, k in itertools.combinations(range(fanout), 2):
+            counts = torch.bincount(mine[:, j] * d + mine[:, k], minlength=d * d).double()
+            assert chi_square(counts, copies / d**2) < chi_square_critical(d * d - 1), (d, j, k)
+
+
+@pytest.mark.parametrize("method", GROUPED)
+@pytest.mark.parametrize("replace", [False, True])
+def test_positions_uniform_around_d_max(device, method, replace):
+    # Rows inside the staged width (40), at it (64), just above (65) and a
+    # hub (300): every position drawn equally often, and read from the right
+    # place. Lanes at the tile's edge (63, 64) are where an off-by-one shows.
+    copies, fanout = 1500, 10
+    degrees = [40, 64, 65, 300]
+    graph = distinct_row_graph(degrees)
+    frontier = torch.arange(len(degrees)).repeat_interleave(copies)
+    src, dst, eid = sample(graph, frontier, fanout, replace, device, method, 64, seed=4)
+    assert torch.equal(src, eid)
+    assert torch.equal(dst, torch.arange(frontier.numel()).repeat_interleave(fanout))
+    pos = src - graph.indptr[frontier[dst]]
+    if not replace:
+        assert (dst * 1000 + pos).unique().numel() == pos.numel()
+    for node, d in enumerate(degrees):
+        counts = torch.bincount(pos[frontier[dst] == node], minlength=d).double()
+        assert counts.numel() == d
+        assert chi_square(counts, copies * fanout / d) < chi_square_critical(d - 1), d
+
+
+@pytest.mark.parametrize("d_max", [0, 3, 48, -64, 2048, 64.0, True, "64"])
+def test_bad_d_max(d_max):
+    graph = csc_from_degrees([3], 1, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="d_max"):
+        sample_neighbors(graph.indptr, graph.indices, torch.zeros(1, dtype=torch.int64),
+                         torch.zeros(1, dtype=torch.int64), torch.ones(1, dtype=torch.int64), 2,
+                         method="grouped", d_max=d_max)
+
+
+@pytest.mark.parametrize("method", ["Grouped", "gps", None])
+def test_bad_method(method):
+    graph = csc_from_degrees([3], 1, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="method"):
+        sample_neighbors(graph.indptr, graph.indices, torch.zeros(1, dtype=torch.int64),
+                         torch.zeros(1, dtype=torch.int64), torch.ones(1, dtype=torch.int64), 2,
+                         method=method)
+
+
+@pytest.mark.parametrize("method", GROUPED)
+def test_neighbor_sampler_batches_do_not_depend_on_the_method(device, method):
+    # Three hops through the sampler (id map, frontiers of new nodes): the
+    # grouped kernels give the foundation kernel's batch exactly.
+    gen = torch.Generator().manual_seed(1)
+    degrees = torch.randint(0, 40, (120,), generator=gen)
+    degrees[:4] = torch.tensor([0, 100, 16, 17])
+    graph = csc_from_degrees(degrees, 120, gen).to(device)
+    seeds = torch.randperm(120, generator=gen)[:24].to(device)
+    out = [NeighborSampler(graph, [6, 4, 3], device=device, method=m, d_max=16, return_eid=True)
+           .sample(seeds, torch.Generator().manual_seed(5)) for m in ("foundation", method)]
+    for name in ("node", "row", "col", "edge"):
+        assert torch.equal(getattr(out[0], name), getattr(out[1], name)), name
+    assert out[0].num_sampled_nodes == out[1].num_sampled_nodes
+    assert out[0].num_sampled_edges == out[1].num_sampled_edges
+    assert out[0].num_sampled_edges[0] > 0
+
+
+def test_neighbor_sampler_bad_method():
+    graph = csc_from_degrees([3], 1, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="method"):
+        NeighborSampler(graph, [2], device="cpu", method="gps")
+    with pytest.raises(ValueError, match="d_max"):
+        NeighborSampler(graph, [2], device="cpu", method="grouped", d_max=100)

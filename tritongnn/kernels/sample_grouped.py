@@ -1,0 +1,273 @@
+"""Grouped neighbour sampling (GARDEN's grouping-based parallel sampler, GPS).
+
+The same contract and the same random stream as ``sample._sample_kernel``:
+only the way neighbour ids are read changes. ``sample_neighbors(...,
+method="grouped")`` selects it; the row kernel, offsets and the ``fanout =
+-1`` path are shared.
+
+GARDEN (Sec. IV-C) splits a warp into groups of ``fanout`` lanes, one node
+per group, ``floor(32 / fanout)`` nodes per warp, and for every random node
+(``fanout < degree <= D_max``, 64 by default) first copies its whole
+adjacency row into shared memory with one coalesced load, then serves the
+random picks from there; nodes of degree above ``D_max`` pick straight from
+global memory; full nodes (``degree <= fanout``) copy their rows.
+
+Triton counterpart. A program holds ``BLOCK_NODES`` nodes in a ``[BN, FP]``
+tile (``FP``: fanout padded to a power of two), one node per row: a warp
+instruction on it covers ``32 // FP`` nodes of ``FP`` lanes (fanout 15: 2
+nodes of 16 lanes, GARDEN's grouping with the fanout padded), and every node
+of a tile runs the same code (Floyd's draws in lock step), so lanes do not
+diverge by node. Rows of ``degree <= D_MAX`` are loaded as one ``[BN,
+D_MAX]`` tile (lane ``d`` of row ``n`` reads ``indices[start_n + d]``,
+masked by the degree: 32 lanes of a warp read 128 contiguous bytes of int32
+ids), and the picks are taken from it with ``tl.gather(tile, pick, axis=1)``
+(registers, or shared memory where the compiler routes the gather through
+it: GARDEN's staging buffer). Full nodes are staged the same way (their rows
+fit the tile), which is their contiguous row copy.
+
+Bit-identical by construction. The draws come from ``sample._draw_positions``
+(Philox counter ``i * FP + j`` for draw ``j`` of frontier position ``i``,
+then Robert Floyd's algorithm), which the foundation kernel calls too, and a
+staged pick reads ``tile[n, pick] = indices[start_n + pick]``, the value the
+foundation kernel loads from memory. So for the same seed the two return the
+same edges in the same slots: ``tests/test_sample_grouped.py`` checks that
+bit for bit, and the distribution tests of the foundation carry over (and
+are repeated on this kernel).
+
+Why staging could pay, and why it may not (unmeasured here: this was
+written without a GPU; ``bench/bench_sampler_kernel.py`` measures it).
+
+- The staged load needs no random number, so it is issued *before* Floyd's
+  arithmetic and its latency overlaps it; the foundation kernel can only
+  read after drawing. Through UVA (pinned host memory, microseconds of
+  latency) this overlap is the main hoped-for gain, with fewer, larger PCIe
+  reads (a row in one or two 128-byte requests instead of up to ``fanout``
+  scattered 32-byte sectors).
+- Staging never reads fewer 32-byte sectors than the picks, and can read
+  more: 15 random positions of a 64-id int32 row touch 7.2 of its 8 sectors
+  on average (staging: 8, ~10% more), but 5 of 64 touch only 4.0 (staging:
+  twice the bytes). So the smaller the fanout, the smaller the best
+  ``D_MAX`` may be; the benchmark sweeps it. The tile also costs ``D_MAX``
+  lanes of issue per node instead of ``FP``, and registers.
+- Registers: the ``[BN, D_MAX]`` tile is the largest live value (plus its
+  64-bit addresses while loading); ``_launch_settings`` keeps it at 2048
+  elements a program, 16 a thread with 4 warps.
+
+Two-kernel variant (``method="grouped_split"``, without replacement): a
+prefix sum over ``degree > fanout`` orders the frontier positions random
+nodes first (GARDEN's classifier, Algorithm 1, as torch ops with no host
+sync); the random nodes run this kernel and the full nodes a copy-only one
+(no draws, no staging) on a second CUDA stream, as GARDEN does. Both write
+the same slots the fused kernel writes (offsets and Philox counters are by
+frontier position), so the output is again bit-identical. With replacement
+every node with neighbours draws, so it runs the fused kernel.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._launch import interpreted_block, next_power_of_2
+from .sample import _draw_positions, _load_tiered
+
+
+@triton.jit
+def _grouped_tile(
+    indices, hot_indices, frontier_local, row_start, degree, offsets,
+    out_src, out_dst, out_eid, seed, num_hot_edges,
+    i_n,   # [BN] int64 frontier positions of the tile's nodes
+    m_n,   # [BN] which of them are real
+    FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr, D_MAX: tl.constexpr, STAGE: tl.constexpr,
+    REPLACE: tl.constexpr, WRITE_EID: tl.constexpr, TIERED: tl.constexpr, FULL_ONLY: tl.constexpr,
+    BLOCK_NODES: tl.constexpr,
+):
+    b_start = tl.load(row_start + i_n, mask=m_n, other=0)  # [BN]
+    b_deg = tl.load(degree + i_n, mask=m_n, other=0)
+    b_end = tl.load(offsets + i_n, mask=m_n, other=0)
+    b_dst = tl.load(frontier_local + i_n, mask=m_n, other=0)
+    o_j = tl.arange(0, FANOUT_PAD)  # [FP]
+
+    if STAGE:
+        # Every row that fits the tile, in one coalesced load issued before
+        # the draws: it needs no random number, so its latency overlaps them.
+        o_d = tl.arange(0, D_MAX)  # [D]
+        m_stage = m_n & (b_deg <= D_MAX)  # [BN]
+        m_row = m_stage[:, None] & (o_d[None, :] < b_deg[:, None])  # [BN, D]
+        b_row = _load_tiered(hot_indices, indices, b_start[:, None] + o_d[None, :], num_hot_edges,
+                             m_row, TIERED)  # [BN, D]
+
+    if FULL_ONLY:  # every node has degree <= fanout: copy its row
+        b_pick = tl.broadcast_to(o_j[None, :], (BLOCK_NODES, FANOUT_PAD))  # [BN, FP]
+        b_count = tl.minimum(b_deg, FANOUT)
+    else:
+        b_pick, b_count = _draw_positions(tl.load(seed), i_n, b_deg, m_n, FANOUT, FANOUT_PAD, REPLACE, False,
+                                          BLOCK_NODES)  # [BN, FP], [BN]
+    m_e = m_n[:, None] & (o_j[None, :] < b_count[:, None])  # [BN, FP]
+    b_pos = b_start[:, None] + b_pick  # [BN, FP] CSC position of each edge
+
+    if STAGE:
+        # Hubs (degree > D_MAX) read their picks from memory; the rest from
+        # the tile. Padding lanes and hubs gather lane 0, never out of range.
+        m_hub = m_e & (b_deg > D_MAX)[:, None]
+        b_direct = _load_tiered(hot_indices, indices, b_pos, num_hot_edges, m_hub, TIERED)  # [BN, FP]
+        i_lane = tl.where(m_e & m_stage[:, None], b_pick, 0).to(tl.int32)
+        b_staged = tl.gather(b_row, i_lane, axis=1)  # [BN, FP]
+        b_src = tl.where(m_stage[:, None], b_staged, b_direct).to(tl.int64)
+    else:
+        b_src = _load_tiered(hot_indices, indices, b_pos, num_hot_edges, m_e, TIERED).to(tl.int64)
+
+    o_out = (b_end - b_count)[:, None] + o_j[None, :]  # [BN, FP] output slot
+    tl.store(out_src + o_out, b_src, mask=m_e)
+    tl.store(out_dst + o_out, tl.broadcast_to(b_dst[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
+    if WRITE_EID:
+        tl.store(out_eid + o_out, b_pos, mask=m_e)
+
+
+@triton.jit(do_not_specialize=["bound", "num_hot_edges"])
+def _grouped_kernel(
+    indices,         # [E] int32/int64 CSC sources, GPU or pinned host
+    hot_indices,     # [num_hot_edges] GPU copy of indices[:num_hot_edges] (if TIERED)
+    frontier_local,  # [bound] int64 local id of each frontier node (edge target)
+    row_start,       # [bound] int64 from sample._row_kernel
+    degree,          # [bound] int64 from sample._row_kernel
+    offsets,         # [bound] int64 inclusive cumsum of count
+    num_frontier,    # [1] int64 device scalar: valid prefix of the frontier
+    order,           # [bound] int64 frontier positions, random nodes first (NODES != "all")
+    num_random,      # [1] int64 device scalar: random nodes at the head of order (NODES != "all")
+    out_src,         # [bound * fanout] int64 out: global id of the sampled neighbour
+    out_dst,         # [bound * fanout] int64 out: local id of the node it was sampled for
+    out_eid,         # [bound * fanout] int64 out: CSC position of the edge (if WRITE_EID)
+    bound,           # slots of the frontier buffers
+    seed,            # [1] int64 device scalar: Philox seed of this launch
+    num_hot_edges,   # CSC positions < num_hot_edges are read from hot_indices
+    FANOUT: tl.constexpr,
+    FANOUT_PAD: tl.constexpr,  # next power of two >= FANOUT
+    D_MAX: tl.constexpr,       # staged row width, a power of two
+    STAGE: tl.constexpr,       # stage rows of degree <= D_MAX (False: read every pick from memory)
+    REPLACE: tl.constexpr,
+    WRITE_EID: tl.constexpr,
+    TIERED: tl.constexpr,
+    NODES: tl.constexpr,       # "all": frontier order; "random"/"full": that part of ``order``
+    BLOCK_NODES: tl.constexpr,
+):
+    num_valid = tl.load(num_frontier)
+    first = tl.program_id(0).to(tl.int64) * BLOCK_NODES
+    if NODES == "all":
+        i_n = first + tl.arange(0, BLOCK_NODES)  # [BN]
+        m_n = (i_n < bound) & (i_n < num_valid)
+        _grouped_tile(indices, hot_indices, frontier_local, row_start, degree, offsets, out_src, out_dst,
+                      out_eid, seed, num_hot_edges, i_n, m_n, FANOUT, FANOUT_PAD, D_MAX, STAGE, REPLACE,
+                      WRITE_EID, TIERED, False, BLOCK_NODES)
+    else:
+        # order[:num_random] holds the random nodes, order[num_random:num_valid]
+        # the full ones; the grid covers ``bound`` slots for either part, so
+        # a program past its part's end returns without drawing.
+        split = tl.load(num_random)
+        if NODES == "full":
+            first += split
+            end = num_valid
+        else:
+            end = split
+        if first < end:
+            i_k = first + tl.arange(0, BLOCK_NODES)  # [BN] slots of order
+            m_n = (i_k < bound) & (i_k < end)
+            i_n = tl.load(order + i_k, mask=m_n, other=0)
+            _grouped_tile(indices, hot_indices, frontier_local, row_start, degree, offsets, out_src,
+                          out_dst, out_eid, seed, num_hot_edges, i_n, m_n, FANOUT, FANOUT_PAD, D_MAX,
+                          STAGE, REPLACE, WRITE_EID, TIERED, NODES == "full", BLOCK_NODES)
+
+
+def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int]:
+    """``(BLOCK_NODES, num_warps)`` of a grouped launch.
+
+    Registers bound this kernel (it waits on memory: the more programs an SM
+    holds, the more reads are in flight). Compiled for sm_90 by ptxas (no GPU
+    needed), fanout 15, int32 ids, no spills anywhere: D_MAX 64 with BN 32
+    and 4 warps (16 staged ids a thread) took 195 registers, 2 programs an
+    SM; BN 16 (8 a thread) took 64, 8 programs; D_MAX 32 with BN 32 took
+    95-187 although its staged tile is no larger: Floyd's ``[BN, FP]`` tile
+    (4 a thread there) weighs as much. With the shapes below, fanouts 5, 10
+    and 15, D_MAX 16 to 128, int32 or int64 ids, one or two tiers: 48-90
+    registers (the foundation kernel's BN 128: 158-202). So a program holds
+    ``1024 // max(D_MAX, 64)`` nodes over 4 warps: 16 at the default, 4 a warp,
+    of which one warp instruction on the ``[BN, FP]`` tile covers ``32 //
+    FP`` (GARDEN's ``floor(32 / fanout)`` with the fanout padded). Without
+    staging, the foundation kernel's shape. Under the interpreter the cost is
+    per operation (a Philox call costs the same for 16 nodes as for 1024), so
+    tiles grow to 65536 elements.
+    """
+    width = max(fanout_pad, d_max) if stage else fanout_pad
+    if stage:
+        block_nodes = max(1, 1024 // max(width, 64))
+    else:
+        block_nodes = max(16, min(256, 2048 // width))
+    return interpreted_block(block_nodes, max(16, min(1024, 65536 // width))), 4
+
+
+_side_streams: dict[torch.device, torch.cuda.Stream] = {}
+
+
+def _side_stream(device: torch.device) -> torch.cuda.Stream:
+    if device not in _side_streams:
+        _side_streams[device] = torch.cuda.Stream(device)
+    return _side_streams[device]
+
+
+def _partition(degree: torch.Tensor, fanout: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``order``: frontier positions, random nodes (``degree > fanout``)
+    first, then the rest, each part in frontier order; and the ``[1]`` count
+    of random nodes. A prefix sum places every node, no atomics, no host
+    sync (GARDEN's Algorithm 1 for one batch). Slots past the valid frontier
+    have degree 0, so they land at the end, after the full nodes."""
+    m_random = degree > fanout
+    rank = torch.cumsum(m_random, 0)  # random nodes up to and including each position
+    num_random = rank[-1:]
+    pos = torch.arange(degree.numel(), device=degree.device)
+    dest = torch.where(m_random, rank - 1, num_random + pos - rank)
+    return torch.empty_like(pos).scatter_(0, dest, pos), num_random
+
+
+def launch_grouped(indices, hot_indices, frontier_local, row_start, degree, offsets, num_frontier,
+                   src, dst, eid, seed, num_hot_edges, fanout: int, replace: bool, return_eid: bool,
+                   tiered: bool, d_max: int, split: bool) -> None:
+    """Write one hop's edges into ``src``/``dst``/``eid`` (``bound * fanout``
+    slots) with the grouped kernel(s). Called by ``sample.sample_neighbors``
+    after the classifier (``kernels.classify``), for ``fanout >= 1``; arguments as there."""
+    bound = row_start.numel()
+    fanout_pad = next_power_of_2(fanout)
+    common = dict(FANOUT=fanout, FANOUT_PAD=fanout_pad, D_MAX=d_max, REPLACE=replace,
+                  WRITE_EID=return_eid, TIERED=tiered)
+    arrays = (indices, hot_indices, frontier_local, row_start, degree, offsets, num_frontier)
+    outputs = (src, dst, eid, bound, seed, num_hot_edges)
+    if not split or replace:
+        stage = replace or d_max > fanout
+        block_nodes, num_warps = _launch_settings(fanout_pad, d_max, stage)
+        _grouped_kernel[(triton.cdiv(bound, block_nodes),)](  # order, num_random: unused
+            *arrays, row_start, num_frontier, *outputs, STAGE=stage, NODES="all",
+            BLOCK_NODES=block_nodes, num_warps=num_warps, **common)
+        return
+
+    order, num_random = _partition(degree, fanout)
+
+    def run(nodes, stage):
+        block_nodes, num_warps = _launch_settings(fanout_pad, d_max, stage)
+        _grouped_kernel[(triton.cdiv(bound, block_nodes),)](
+            *arrays, order, num_random, *outputs, STAGE=stage, NODES=nodes,
+            BLOCK_NODES=block_nodes, num_warps=num_warps, **common)
+
+    device = row_start.device
+    if device.type != "cuda":
+        run("full", False)
+        run("random", d_max > fanout)
+        return
+    # Full nodes on a side stream, random nodes on the caller's; the caller's
+    # stream waits for both, so every buffer freed after this call is reused
+    # only once the side stream is done with it (no record_stream needed).
+    # Inside a CUDA graph capture the fork and join are captured too.
+    main, side = torch.cuda.current_stream(device), _side_stream(device)
+    side.wait_stream(main)
+    with torch.cuda.stream(side):
+        run("full", False)
+    run("random", d_max > fanout)
+    main.wait_stream(side)
