@@ -11,10 +11,12 @@ def grouped(batch_sizes, device):
 
 
 def run_hops(id_map, seeds, seeds_batch, hops):
-    """Start with the seeds, insert each hop; hop = (cand, count, cand_batch)."""
+    """Start with the seeds, insert each hop; hop = (cand, count, cand_batch,
+    cand_ptr or None)."""
     out = [id_map.start(seeds, seeds_batch).cpu()]
-    for cand, count, cand_batch in hops:
-        h = id_map.insert(cand, count, cand_batch)
+    for cand, count, cand_batch, cand_ptr in hops:
+        h = id_map.insert(cand, count, cand_batch) if cand_ptr is None else \
+            id_map.insert(cand, count, cand_batch, cand_ptr)
         e, n = int(count), int(h.num_new)
         out += [h.local[:e], h.new_nodes[:n], h.new_local[:n], h.num_new_per_batch]
         if h.new_batch is not None:
@@ -37,11 +39,13 @@ def test_id_map_matches_reference(device, num_nodes, num_batches, capacity, data
         slack = 5  # garbage past the count: must be ignored
         cand = torch.randint(0, num_nodes, (total + slack,), generator=g).to(device)
         batch = torch.cat([grouped(sizes, device), torch.full((slack,), 7, device=device)])
-        hops.append((cand, torch.tensor([total], device=device), batch if k > 1 else None))
+        # the sub-batches' starts (the sampler's edge_ptr), or counted from cand_batch
+        ptr = torch.tensor([0] + sizes).cumsum(0).to(device) if k > 1 and data.draw(st.booleans()) else None
+        hops.append((cand, torch.tensor([total], device=device), batch if k > 1 else None, ptr))
     sb = grouped(seed_sizes, device) if k > 1 else None
     got = run_hops(IdMap(num_nodes, k, capacity, device), seeds, sb, hops)
     want = run_hops(reference.IdMap(num_nodes, k, "cpu"), seeds.cpu(), None if sb is None else sb.cpu(),
-                    [(c.cpu(), n.cpu(), None if b is None else b.cpu()) for c, n, b in hops])
+                    [(c.cpu(), n.cpu(), None if b is None else b.cpu(), None) for c, n, b, _ in hops])
     assert len(got) == len(want)
     for a, b in zip(got, want):
         assert torch.equal(a, b)
@@ -63,3 +67,20 @@ def test_id_map_semantics(device):
     assert hop.new_local[:n].tolist() == [2, 3, 2]
     assert hop.new_batch[:n].tolist() == [0, 0, 1]
     assert m.num_nodes_per_batch.tolist() == [4, 3]
+
+
+def test_per_batch_counts_from_cand_ptr_equal_the_counted_ones(device):
+    # the sampler passes each hop's edge_ptr: the same map as counting the
+    # candidates of each sub-batch one by one
+    g = torch.Generator().manual_seed(11)
+    seeds = torch.randint(0, 50, (12,), generator=g).to(device)
+    seeds_batch = grouped([5, 0, 7], device)
+    sizes = [30, 0, 44]
+    cand = torch.randint(0, 50, (sum(sizes) + 3,), generator=g).to(device)
+    batch = torch.cat([grouped(sizes, device), torch.full((3,), 9, device=device)])
+    count = torch.tensor([sum(sizes)], device=device)
+    ptr = torch.tensor([0] + sizes).cumsum(0).to(device)
+    with_ptr = run_hops(IdMap(50, 3, 64, device), seeds, seeds_batch, [(cand, count, batch, ptr)])
+    counted = run_hops(IdMap(50, 3, 64, device), seeds, seeds_batch, [(cand, count, batch, None)])
+    for a, b in zip(with_ptr, counted):
+        assert torch.equal(a, b)

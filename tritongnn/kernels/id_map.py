@@ -276,7 +276,7 @@ class IdMap:
         return slot
 
     def insert(self, cand: torch.Tensor, num_cand: torch.Tensor,
-               cand_batch: torch.Tensor | None = None) -> MappedHop:
+               cand_batch: torch.Tensor | None = None, cand_ptr: torch.Tensor | None = None) -> MappedHop:
         """Map one hop's sampled neighbours to local ids, adding new nodes.
 
         Args:
@@ -284,13 +284,18 @@ class IdMap:
             num_cand: ``[1]`` int64 device scalar.
             cand_batch: ``[bound]`` int64 sub-batch of each candidate, grouped
                 (non-decreasing) like the candidates; None for one batch.
+            cand_ptr: with ``cand_batch``, ``[K' + 1]`` int64 device: where
+                each of the first K' sub-batches' candidates start
+                (``cand_ptr[K'] == num_cand``; the sampler's ``edge_ptr``):
+                new nodes are then counted per sub-batch by gathers from the
+                prefix sum, not by atomics into K counters.
 
         Returns:
             ``MappedHop``. Raises ValueError when ``bound`` more keys could
             overflow the table (the caller sizes ``capacity`` for the batch).
         """
         if self._ref:
-            return self._ref.insert(cand, num_cand, cand_batch)
+            return self._ref.insert(cand, num_cand, cand_batch)  # counts on the CPU: no cand_ptr needed
         bound = cand.numel()
         if self._keys_bound + bound > self.capacity:
             self._grow(bound)
@@ -313,8 +318,17 @@ class IdMap:
         if cand_batch is None:
             per_batch = num_new
             first = torch.zeros(1, dtype=torch.int64, device=self.device)
+        elif cand_ptr is not None:
+            # new nodes of sub-batch k: rank at its end minus rank at its start
+            # (measured at cf91ccd: atomics of every candidate into K counters
+            # made a super-batch of 2 sample at 0.45x the speed of 2 batches)
+            rank_ex = torch.cat([rank.new_zeros(1), rank])
+            per_batch = torch.zeros(self.num_batches, dtype=torch.int64, device=self.device)
+            per_batch[:cand_ptr.numel() - 1] = rank_ex[cand_ptr[1:]] - rank_ex[cand_ptr[:-1]]
+            first = torch.cumsum(per_batch, 0) - per_batch
         else:
             # Slots past num_cand hold garbage sub-batch ids; their flags are 0.
+            # (Every candidate adds into one of K counters: contended atomics.)
             per_batch = torch.zeros(self.num_batches + 1, dtype=torch.int64, device=self.device)
             per_batch.scatter_add_(0, cand_batch.clamp(0, self.num_batches), flags.to(torch.int64))
             per_batch = per_batch[:self.num_batches]

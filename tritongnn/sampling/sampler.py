@@ -223,7 +223,8 @@ class NeighborSampler:
                                      seed=None if rng is None else rng[hop], frontier_batch=frontier_batch,
                                      batch_ptr=batch_ptr, **self._tiers,
                                      **(self._kernel if frontier_batch is None else {}))
-            mapped = id_map.insert(edges.src, edges.num_edges, edges.batch)
+            mapped = id_map.insert(edges.src, edges.num_edges, edges.batch,
+                                   edges.edge_ptr if edges.batch is not None else None)
             hops.append((edges, mapped))
             frontier, frontier_local, num_frontier = mapped.new_nodes, mapped.new_local, mapped.num_new
             if frontier_batch is not None:
