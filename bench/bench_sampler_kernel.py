@@ -5,8 +5,8 @@ For each graph (a synthetic Chung-Lu power law and the cnr2000 web crawl),
 adjacency placement (GPU memory, pinned host memory read through UVA) and hop
 of ``--num-neighbors`` (fanouts 15, 10, 5 by default), the frontier is the one
 a real batch gives: ``--batch-size`` random seeds, then the new nodes of each
-hop as ``NeighborSampler`` finds them. One ``sample_neighbors`` call (row
-kernel, offsets, sampling kernel; the split variant's partition too) is
+hop as ``NeighborSampler`` finds them. One ``sample_neighbors`` call (the
+classifier's three passes, then the sampling kernel or kernels) is
 captured in a CUDA graph, so host launch cost is out, and timed with CUDA
 events by ``triton.testing.do_bench``: median over many replays after
 warm-up, L2 flushed before each ("cold"), plus the mean of 20 back-to-back

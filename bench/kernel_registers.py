@@ -70,15 +70,17 @@ def main():
                           "seed": "*i64", "num_hot_edges": "i64"}
                 variants = []
                 block, warps = sample._launch_settings(fanout_pad)
-                variants.append(("foundation", sample._sample_kernel, arrays,
+                foundation = dict(arrays, order="*i64", frontier_batch="*i64", batch_ptr="*i64",
+                                  out_batch="*i64")
+                variants.append(("foundation", sample._sample_kernel, foundation,
                                  dict(FANOUT=fanout, FANOUT_PAD=fanout_pad, REPLACE=False, WRITE_EID=True,
-                                      TIERED=tiered), block, warps))
+                                      TIERED=tiered, HAS_BATCH=False), block, warps))
                 for d_max in args.d_max:
                     for nodes in ("all", "random", "full"):
                         stage = d_max > fanout and nodes != "full"
                         block, warps = sample_grouped._launch_settings(fanout_pad, d_max, stage)
                         variants.append((f"grouped[{nodes}] d_max={d_max}", sample_grouped._grouped_kernel,
-                                         dict(arrays, order="*i64", num_random="*i64"),
+                                         dict(arrays, order="*i64", num_full="*i64"),
                                          dict(FANOUT=fanout, FANOUT_PAD=fanout_pad, D_MAX=d_max, STAGE=stage,
                                               REPLACE=False, WRITE_EID=True, TIERED=tiered, NODES=nodes),
                                          block, warps))

@@ -368,9 +368,9 @@ def sample_neighbors(
         if method != "foundation":
             # imported here: sample_grouped builds on this module's device helpers
             from .sample_grouped import launch_grouped
-            launch_grouped(indices, hot_indices, frontier_local, classified.row_start, classified.degree,
-                           classified.offsets, num_frontier, src, dst, eid, seed, hot_indices.numel(), fanout,
-                           replace, return_eid, tiered, d_max, split=method == "grouped_split")
+            launch_grouped(indices, hot_indices, frontier_local, classified, num_frontier, src, dst, eid, seed,
+                           hot_indices.numel(), fanout, replace, return_eid, tiered, d_max,
+                           split=method == "grouped_split")
             return HopSample(src, dst, eid if return_eid else None, num_edges, None, edge_ptr)
         fanout_pad = next_power_of_2(fanout)
         block_nodes, num_warps = _launch_settings(fanout_pad)

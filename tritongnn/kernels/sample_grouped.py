@@ -53,10 +53,10 @@ written without a GPU; ``bench/bench_sampler_kernel.py`` measures it).
   64-bit addresses while loading); ``_launch_settings`` keeps it at 2048
   elements a program, 16 a thread with 4 warps.
 
-Two-kernel variant (``method="grouped_split"``, without replacement): a
-prefix sum over ``degree > fanout`` orders the frontier positions random
-nodes first (GARDEN's classifier, Algorithm 1, as torch ops with no host
-sync); the random nodes run this kernel and the full nodes a copy-only one
+Two-kernel variant (``method="grouped_split"``, without replacement): the
+degree classifier (``kernels.classify``, GARDEN's Algorithm 1) has already
+ordered the frontier full nodes first (``order``, ``num_full``); the random
+nodes run this kernel and the full nodes a copy-only one
 (no draws, no staging) on a second CUDA stream, as GARDEN does. Both write
 the same slots the fused kernel writes (offsets and Philox counters are by
 frontier position), so the output is again bit-identical. With replacement
@@ -129,12 +129,12 @@ def _grouped_kernel(
     indices,         # [E] int32/int64 CSC sources, GPU or pinned host
     hot_indices,     # [num_hot_edges] GPU copy of indices[:num_hot_edges] (if TIERED)
     frontier_local,  # [bound] int64 local id of each frontier node (edge target)
-    row_start,       # [bound] int64 from sample._row_kernel
-    degree,          # [bound] int64 from sample._row_kernel
-    offsets,         # [bound] int64 inclusive cumsum of count
+    row_start,       # [bound] int64 from the classifier (kernels.classify)
+    degree,          # [bound] int64 from the classifier
+    offsets,         # [bound] int64 inclusive end of each node's edges
     num_frontier,    # [1] int64 device scalar: valid prefix of the frontier
-    order,           # [bound] int64 frontier positions, random nodes first (NODES != "all")
-    num_random,      # [1] int64 device scalar: random nodes at the head of order (NODES != "all")
+    order,           # [bound] int64 the classifier's frontier positions, full nodes first (NODES != "all")
+    num_full,        # [1] int64 device scalar: full nodes at the head of order (NODES != "all")
     out_src,         # [bound * fanout] int64 out: global id of the sampled neighbour
     out_dst,         # [bound * fanout] int64 out: local id of the node it was sampled for
     out_eid,         # [bound * fanout] int64 out: CSC position of the edge (if WRITE_EID)
@@ -160,11 +160,11 @@ def _grouped_kernel(
                       out_eid, seed, num_hot_edges, i_n, m_n, FANOUT, FANOUT_PAD, D_MAX, STAGE, REPLACE,
                       WRITE_EID, TIERED, False, BLOCK_NODES)
     else:
-        # order[:num_random] holds the random nodes, order[num_random:num_valid]
-        # the full ones; the grid covers ``bound`` slots for either part, so
-        # a program past its part's end returns without drawing.
-        split = tl.load(num_random)
-        if NODES == "full":
+        # order[:num_full] holds the full nodes, order[num_full:num_valid]
+        # the random ones; the grid covers ``bound`` slots for either part,
+        # so a program past its part's end returns without drawing.
+        split = tl.load(num_full)
+        if NODES == "random":
             first += split
             end = num_valid
         else:
@@ -214,26 +214,15 @@ def _side_stream(device: torch.device) -> torch.cuda.Stream:
     return _side_streams[device]
 
 
-def _partition(degree: torch.Tensor, fanout: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``order``: frontier positions, random nodes (``degree > fanout``)
-    first, then the rest, each part in frontier order; and the ``[1]`` count
-    of random nodes. A prefix sum places every node, no atomics, no host
-    sync (GARDEN's Algorithm 1 for one batch). Slots past the valid frontier
-    have degree 0, so they land at the end, after the full nodes."""
-    m_random = degree > fanout
-    rank = torch.cumsum(m_random, 0)  # random nodes up to and including each position
-    num_random = rank[-1:]
-    pos = torch.arange(degree.numel(), device=degree.device)
-    dest = torch.where(m_random, rank - 1, num_random + pos - rank)
-    return torch.empty_like(pos).scatter_(0, dest, pos), num_random
-
-
-def launch_grouped(indices, hot_indices, frontier_local, row_start, degree, offsets, num_frontier,
-                   src, dst, eid, seed, num_hot_edges, fanout: int, replace: bool, return_eid: bool,
-                   tiered: bool, d_max: int, split: bool) -> None:
+def launch_grouped(indices, hot_indices, frontier_local, classified, num_frontier, src, dst, eid, seed,
+                   num_hot_edges, fanout: int, replace: bool, return_eid: bool, tiered: bool, d_max: int,
+                   split: bool) -> None:
     """Write one hop's edges into ``src``/``dst``/``eid`` (``bound * fanout``
     slots) with the grouped kernel(s). Called by ``sample.sample_neighbors``
-    after the classifier (``kernels.classify``), for ``fanout >= 1``; arguments as there."""
+    after the classifier (``classified``, a ``ClassifiedFrontier`` of one
+    batch: its ``order`` puts the full nodes first, ``num_full`` of them),
+    for ``fanout >= 1``; other arguments as there."""
+    row_start, degree, offsets = classified.row_start, classified.degree, classified.offsets
     bound = row_start.numel()
     fanout_pad = next_power_of_2(fanout)
     common = dict(FANOUT=fanout, FANOUT_PAD=fanout_pad, D_MAX=d_max, REPLACE=replace,
@@ -243,17 +232,15 @@ def launch_grouped(indices, hot_indices, frontier_local, row_start, degree, offs
     if not split or replace:
         stage = replace or d_max > fanout
         block_nodes, num_warps = _launch_settings(fanout_pad, d_max, stage)
-        _grouped_kernel[(triton.cdiv(bound, block_nodes),)](  # order, num_random: unused
+        _grouped_kernel[(triton.cdiv(bound, block_nodes),)](  # order, num_full: unused
             *arrays, row_start, num_frontier, *outputs, STAGE=stage, NODES="all",
             BLOCK_NODES=block_nodes, num_warps=num_warps, **common)
         return
 
-    order, num_random = _partition(degree, fanout)
-
     def run(nodes, stage):
         block_nodes, num_warps = _launch_settings(fanout_pad, d_max, stage)
         _grouped_kernel[(triton.cdiv(bound, block_nodes),)](
-            *arrays, order, num_random, *outputs, STAGE=stage, NODES=nodes,
+            *arrays, classified.order, classified.num_full, *outputs, STAGE=stage, NODES=nodes,
             BLOCK_NODES=block_nodes, num_warps=num_warps, **common)
 
     device = row_start.device
