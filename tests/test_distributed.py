@@ -154,3 +154,94 @@ def test_profile_computed_once_and_broadcast(tmp_path):
     assert torch.equal(a["feature"], b["feature"]) and torch.equal(a["adjacency"], b["adjacency"])
     assert a["seconds"] == b["seconds"] and a["feature"].sum() > 0
     assert torch.equal(a["order"], b["order"])
+
+
+# --- data-parallel training against one process with the same global batch --
+
+def _train(data, rank, world_size, device, batch_size, steps_out):
+    """Two epochs of GraphSAGE on ``data`` (DDP when world_size > 1); the
+    mean training loss of each epoch, over every rank's seeds."""
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from tritongnn.nn import GraphSAGE
+    loader = NeighborLoader(data, [5, 5], input_nodes=data.train_mask, batch_size=batch_size, shuffle=True,
+                            seed=0, device=device, rank=rank, world_size=world_size)
+    torch.manual_seed(0)  # the same initial model on every rank and in the single run
+    model = GraphSAGE(data.num_features, 32, num_layers=2, out_channels=int(data.y.max()) + 1).to(device)
+    if world_size > 1:
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(2):
+        total = torch.zeros(2, dtype=torch.float64, device=device)
+        for batch in loader:
+            optimizer.zero_grad()
+            out = model(batch.x, batch.edge_index)[:batch.batch_size]
+            loss = F.cross_entropy(out, batch.y[:batch.batch_size])
+            loss.backward()
+            optimizer.step()
+            total += torch.tensor([loss.item() * batch.batch_size, batch.batch_size], dtype=torch.float64,
+                                  device=device)
+        if world_size > 1:
+            dist.all_reduce(total)
+        losses.append(float(total[0] / total[1]))
+    steps_out.append(len(loader))
+    return losses
+
+
+def _learnable_data():
+    from tritongnn.datasets import chung_lu
+    return chung_lu(3000, 30000, num_classes=4, num_features=16, seed=0, device="cpu")
+
+
+def _ddp_worker(rank, world_size, init, out_dir, device_type):
+    import torch.distributed as dist
+    if device_type == "cuda":
+        os.environ["NCCL_NVLS_ENABLE"] = "0"  # NVLink multicast off on the lent machines
+        torch.cuda.set_device(rank)
+    dist.init_process_group("nccl" if device_type == "cuda" else "gloo", init_method=init, rank=rank,
+                            world_size=world_size)
+    try:
+        device = torch.device("cuda", rank) if device_type == "cuda" else torch.device("cpu")
+        steps = []
+        with reference_on_cpu():
+            losses = _train(_learnable_data(), rank, world_size, device, 64, steps)
+        torch.save({"losses": losses, "steps": steps[0]}, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def _ddp_matches_one_process(tmp_path, device_type):
+    out = tmp_path / "ddp"
+    out.mkdir()
+    mp.spawn(_ddp_worker, args=(2, f"file://{tmp_path / 'ddp.init'}", str(out), device_type), nprocs=2,
+             join=True)
+    ranks = [torch.load(out / f"rank{r}.pt") for r in range(2)]
+    steps = []
+    with reference_on_cpu():
+        single = _train(_learnable_data(), 0, 1, torch.device(device_type, 0) if device_type == "cuda"
+                        else torch.device("cpu"), 128, steps)  # the same global batch, one process
+    ddp = ranks[0]["losses"]
+    assert ranks[1]["losses"] == ddp  # all-reduced: every rank reports the same
+    assert ranks[0]["steps"] == steps[0]  # as many optimizer steps per epoch
+    assert ddp[1] < 0.8 * ddp[0] and single[1] < 0.8 * single[0]  # both learn
+    # same global batch, same steps, same initial model: the same loss up to
+    # sampling noise (different neighbours and shards)
+    assert abs(ddp[1] - single[1]) < 0.15 * single[1], (ddp, single)
+
+
+def test_ddp_with_gloo_matches_one_process(tmp_path):
+    # DistributedDataParallel over two CPU processes trains like one process
+    # with their global batch: the loop users write, the example's
+    _ddp_matches_one_process(tmp_path, "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs (nvidia-h200-x2)")
+def test_ddp_on_two_gpus_matches_one_gpu():
+    # NCCL on two GPUs against one GPU with the same global batch
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as tmp:
+        _ddp_matches_one_process(Path(tmp), "cuda")
