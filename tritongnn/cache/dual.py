@@ -166,10 +166,8 @@ class DualCache:
 
     def __init__(self, graph: CSCGraph, x: torch.Tensor | None, plan: CachePlan, device,
                  dynamic: DynamicCacheConfig | None = None, dynamic_rows: int = 0,
-                 profile: AccessProfile | None = None, host_empty=None):
-        if plan.order.numel() != graph.num_nodes:
-            raise ValueError(f"the cache plan orders {plan.order.numel()} nodes, the graph has {graph.num_nodes}")
-        graph, x = relabel_tiers(graph, x, plan, device, host_empty)
+                 profile: AccessProfile | None = None):
+        graph, x = relabel_tiers(graph, x, plan, device)  # checks the plan against the graph
         self._build(graph, x, plan, device, dynamic, dynamic_rows, profile)
 
     @classmethod

@@ -13,6 +13,20 @@ from __future__ import annotations
 import torch
 
 
+def _served(rows, slot, num_static: int, node: torch.Tensor, dynamic_slot: torch.Tensor | None) -> torch.Tensor:
+    """Rows of a batch (internal ids ``node``) the gather kernel reads from
+    the "previous" tier ``rows``: outside the static cache, in ``slot`` (table
+    row ``num_static + j`` -> its row in ``rows``, or -1) and, the dynamic
+    cache serving first, not in ``dynamic_slot``. A device count."""
+    if rows is None:
+        return torch.zeros((), dtype=torch.int64, device=node.device)
+    cold = (node - num_static).clamp(min=0)
+    hit = (node >= num_static) & (slot[cold] >= 0)
+    if dynamic_slot is not None:
+        hit &= dynamic_slot[cold.clamp(max=dynamic_slot.numel() - 1)] < 0
+    return hit.sum()
+
+
 class BatchReuse:
     """The previous batch's rows and where each node sits among them.
 
@@ -40,14 +54,7 @@ class BatchReuse:
     def served(self, node: torch.Tensor, dynamic_slot: torch.Tensor | None = None) -> torch.Tensor:
         """Rows of a batch (internal ids ``node``, gathered before
         ``remember``) that came from the previous batch (a device count)."""
-        if self.rows is None:
-            return torch.zeros((), dtype=torch.int64, device=node.device)
-        entry = self._entries(node)
-        hit = (node >= self.num_static) & (self.prev_slot[entry] >= 0)
-        if dynamic_slot is not None:  # the dynamic cache serves first
-            cold = (node - self.num_static).clamp(min=0, max=dynamic_slot.numel() - 1)
-            hit &= dynamic_slot[cold] < 0
-        return hit.sum()
+        return _served(self.rows, self.prev_slot, self.num_static, node, dynamic_slot)
 
     def remember(self, node: torch.Tensor, x: torch.Tensor) -> None:
         """Make this batch (ids ``node``, rows ``x``) the previous one."""
@@ -106,13 +113,7 @@ class GroupReuse:
 
     def served(self, node: torch.Tensor, dynamic_slot: torch.Tensor | None = None) -> torch.Tensor:
         """Rows of a batch read from the staging buffer (a device count)."""
-        if self.rows is None:
-            return torch.zeros((), dtype=torch.int64, device=node.device)
-        cold = (node - self.num_static).clamp(min=0)
-        hit = (node >= self.num_static) & (self.slot[cold] >= 0)
-        if dynamic_slot is not None:  # the dynamic cache serves first
-            hit &= dynamic_slot[cold.clamp(max=dynamic_slot.numel() - 1)] < 0
-        return hit.sum()
+        return _served(self.rows, self.slot, self.num_static, node, dynamic_slot)
 
     def remember(self, node: torch.Tensor, x: torch.Tensor) -> None:
         """Nothing to keep per batch: the group's rows stay staged until the
