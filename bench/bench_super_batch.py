@@ -130,7 +130,7 @@ def same_batches(sampler, batches, k) -> bool:
     return True
 
 
-def run_config(graph, batches, epoch_len, fanouts, k, args, device):
+def run_config(graph, batches, epoch_len, fanouts, k, method, args, device):
     gc.collect()
     cuda = device.type == "cuda"
     if cuda:
@@ -138,9 +138,12 @@ def run_config(graph, batches, epoch_len, fanouts, k, args, device):
         sync(device)
         base = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
-    sampler = NeighborSampler(graph, fanouts, device=device)
+    sampler = NeighborSampler(graph, fanouts, device=device, method=method, d_max=args.d_max)
     correct = same_batches(sampler, batches, k)
-    run_pass(sampler, batches[:2 * k], k, torch.Generator().manual_seed(1))  # compile, capture
+    # compile and capture: the first groups and the pass's last, shorter one
+    # (its own CUDA graph), so no capture falls in a timed pass
+    warm = batches[:2 * k] + (batches[(len(batches) - 1) // k * k:] if len(batches) > 2 * k else [])
+    run_pass(sampler, warm, k, torch.Generator().manual_seed(1))
     seconds = []
     for rep in range(args.repeats):
         gen = torch.Generator().manual_seed(2 + rep)
@@ -170,6 +173,9 @@ def main():
     parser.add_argument("--num-neighbors", nargs="+", default=["15,10,5", "5,10,15"],
                         help="fanout lists, comma-separated, one per configuration")
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    parser.add_argument("--methods", nargs="+", default=["foundation", "grouped"],
+                        choices=["foundation", "grouped", "grouped_split"], help="sampling kernels")
+    parser.add_argument("--d-max", type=int, default=64, help="grouped kernels: staged rows up to this degree")
     parser.add_argument("--batch-size", type=int, default=8000)
     parser.add_argument("--max-batches", type=int, default=480,
                         help="batches per timed pass (0: the whole epoch); times are scaled to the epoch")
@@ -198,46 +204,56 @@ def main():
             placed = graph.pin_memory() if placement == "host" else graph
             for fanouts in fanout_lists:
                 for k in args.ks:
-                    row = run_config(placed, batches, epoch_len, fanouts, k, args, device)
-                    row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=placement,
-                               num_neighbors=fanouts, batch_size=args.batch_size, batches_timed=len(batches),
-                               batches_per_epoch=epoch_len)
-                    rows.append(row)
-                    print(f"{name} {placement} {fanouts} K={k}: {row['epoch_seconds']:.3f} s/epoch, "
-                          f"{row['ms_per_batch']:.2f} ms/batch, peak {row['peak_gb']:.2f} GB, "
-                          f"correct={row['correct']}", flush=True)
+                    for method in args.methods:
+                        row = run_config(placed, batches, epoch_len, fanouts, k, method, args, device)
+                        row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=placement,
+                                   num_neighbors=fanouts, method=method, batch_size=args.batch_size,
+                                   batches_timed=len(batches), batches_per_epoch=epoch_len)
+                        rows.append(row)
+                        print(f"{name} {placement} {fanouts} K={k} {method}: {row['epoch_seconds']:.3f} s/epoch, "
+                              f"{row['ms_per_batch']:.2f} ms/batch, peak {row['peak_gb']:.2f} GB, "
+                              f"correct={row['correct']}", flush=True)
             del placed
         del graph, seeds
         gc.collect()
 
-    # ratios against K = 1 of the same graph, placement and fanouts
+    # ratios against K = 1 of the same graph, placement, fanouts and method,
+    # and against the foundation kernel at the same K
+    def same(row, key_k, **fixed):
+        return next((r for r in rows if all(r[k] == v for k, v in fixed.items()) and all(
+            r[key] == row[key] for key in ("graph", "placement", "num_neighbors") + key_k)), None)
+
     for row in rows:
-        base = next(r for r in rows if r["K"] == 1 and all(
-            r[key] == row[key] for key in ("graph", "placement", "num_neighbors")))
+        base = same(row, ("method",), K=1)
         ok = row["correct"] and base["correct"]
         # None (JSON null) where there is nothing to compare
         row["speedup_vs_k1"] = base["epoch_seconds"] / row["epoch_seconds"] if ok else None
         row["peak_growth_vs_k1"] = row["peak_gb"] / base["peak_gb"] - 1 if base["peak_gb"] else None
+        found = same(row, ("K",), method="foundation")
+        row["speedup_vs_foundation"] = found["epoch_seconds"] / row["epoch_seconds"] \
+            if found and found["correct"] and row["correct"] else None
 
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     scaled = "" if not args.max_batches else f" (timed over {args.max_batches} batches, scaled to the epoch)"
     print(f"\n{gpu}; batch {args.batch_size}; median of {args.repeats}{scaled}")
-    header = f"{'graph':9s} {'placement':9s} {'fanouts':11s} {'K':>3s} {'s/epoch':>9s} {'ms/batch':>9s} " \
-             f"{'speedup':>8s} {'peak GB':>8s} {'growth':>8s} {'graphs':>6s} {'correct':>7s}"
+    header = f"{'graph':9s} {'placement':9s} {'fanouts':11s} {'K':>3s} {'method':13s} {'s/epoch':>9s} " \
+             f"{'ms/batch':>9s} {'vs K=1':>8s} {'vs found':>8s} {'peak GB':>8s} {'growth':>8s} {'graphs':>6s} " \
+             f"{'correct':>7s}"
     print(header)
     def number(value, width, scale=1.0, suffix=""):
         return f"{'-':>{width}s}" if value is None else f"{scale * value:{width - len(suffix)}.2f}{suffix}"
 
     for r in rows:
         print(f"{r['graph']:9s} {r['placement']:9s} {','.join(map(str, r['num_neighbors'])):11s} {r['K']:3d} "
-              f"{r['epoch_seconds']:9.3f} {r['ms_per_batch']:9.3f} {number(r['speedup_vs_k1'], 8, suffix='x')} "
+              f"{r['method']:13s} {r['epoch_seconds']:9.3f} {r['ms_per_batch']:9.3f} "
+              f"{number(r['speedup_vs_k1'], 8, suffix='x')} {number(r['speedup_vs_foundation'], 8, suffix='x')} "
               f"{r['peak_gb']:8.2f} {number(r['peak_growth_vs_k1'], 8, 100, '%')} {r['cuda_graphs']:6d} "
               f"{str(r['correct']):>7s}")
     ratios = {}
     for r in rows:
         if r["K"] != 8:
             continue
-        key = f"{r['graph']} {r['placement']} {r['num_neighbors']}"
+        key = f"{r['graph']} {r['placement']} {r['num_neighbors']} {r['method']}"
         if not r["correct"]:
             print(f"K=8 / K=1 {key}: not reported, the correctness check failed")
             continue
@@ -251,8 +267,9 @@ def main():
     append_record(args.out, record)
     if args.csv:
         os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
-        columns = ["graph", "nodes", "edges", "placement", "num_neighbors", "batch_size", "K", "batches_timed",
-                   "batches_per_epoch", "median_seconds", "epoch_seconds", "ms_per_batch", "speedup_vs_k1",
+        columns = ["graph", "nodes", "edges", "placement", "num_neighbors", "method", "batch_size", "K",
+                   "batches_timed", "batches_per_epoch", "median_seconds", "epoch_seconds", "ms_per_batch",
+                   "speedup_vs_k1", "speedup_vs_foundation",
                    "peak_gb", "peak_growth_vs_k1", "cuda_graphs", "correct"]
         new_file = not os.path.exists(args.csv)
         with open(args.csv, "a", newline="") as f:
