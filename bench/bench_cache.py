@@ -144,7 +144,8 @@ def main():
     parser.add_argument("--batch-size", type=int, default=8000)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--epochs", type=int, default=2, help="training epochs per configuration")
-    parser.add_argument("--budgets-gb", type=float, nargs="+", default=[8, 24])
+    parser.add_argument("--budgets-gb", type=float, nargs="*", default=[8, 24],
+                        help="budgets of the full comparison (none: the sweep alone)")
     parser.add_argument("--sweep-gb", type=float, nargs="*", default=[2, 4, 16])
     parser.add_argument("--dynamic-fraction", type=float, default=0.1)
     parser.add_argument("--decay", type=float, default=0.99)

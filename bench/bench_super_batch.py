@@ -174,7 +174,8 @@ def main():
                         help="fanout lists, comma-separated, one per configuration")
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     parser.add_argument("--methods", nargs="+", default=["foundation", "grouped"],
-                        choices=["foundation", "grouped", "grouped_split"], help="sampling kernels")
+                        choices=["foundation", "grouped", "grouped_split"],
+                        help="sampling kernels timed at K = 1 (super-batches always take the foundation kernel)")
     parser.add_argument("--d-max", type=int, default=64, help="grouped kernels: staged rows up to this degree")
     parser.add_argument("--batch-size", type=int, default=8000)
     parser.add_argument("--max-batches", type=int, default=480,
@@ -204,7 +205,8 @@ def main():
             placed = graph.pin_memory() if placement == "host" else graph
             for fanouts in fanout_lists:
                 for k in args.ks:
-                    for method in args.methods:
+                    # sample_many's super-batches always run the foundation kernel
+                    for method in (args.methods if k == 1 else ["foundation"]):
                         row = run_config(placed, batches, epoch_len, fanouts, k, method, args, device)
                         row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=placement,
                                    num_neighbors=fanouts, method=method, batch_size=args.batch_size,

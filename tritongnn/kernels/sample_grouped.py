@@ -133,7 +133,7 @@ def _grouped_kernel(
     degree,          # [bound] int64 from the classifier
     offsets,         # [bound] int64 inclusive end of each node's edges
     num_frontier,    # [1] int64 device scalar: valid prefix of the frontier
-    order,           # [bound] int64 the classifier's frontier positions, full nodes first (NODES != "all")
+    order,           # [bound] int64 the classifier's frontier positions, full nodes first
     num_full,        # [1] int64 device scalar: full nodes at the head of order (NODES != "all")
     out_src,         # [bound * fanout] int64 out: global id of the sampled neighbour
     out_dst,         # [bound * fanout] int64 out: local id of the node it was sampled for
@@ -148,14 +148,18 @@ def _grouped_kernel(
     REPLACE: tl.constexpr,
     WRITE_EID: tl.constexpr,
     TIERED: tl.constexpr,
-    NODES: tl.constexpr,       # "all": frontier order; "random"/"full": that part of ``order``
+    NODES: tl.constexpr,       # "all": the whole of ``order``; "random"/"full": that part of it
     BLOCK_NODES: tl.constexpr,
 ):
     num_valid = tl.load(num_frontier)
     first = tl.program_id(0).to(tl.int64) * BLOCK_NODES
     if NODES == "all":
-        i_n = first + tl.arange(0, BLOCK_NODES)  # [BN]
-        m_n = (i_n < bound) & (i_n < num_valid)
+        # A run of the classified order, as in the foundation kernel: tiles
+        # of full nodes skip the draws (outputs are placed by frontier
+        # position, so the order changes no edge).
+        i_k = first + tl.arange(0, BLOCK_NODES)  # [BN] slots of order
+        m_n = (i_k < bound) & (i_k < num_valid)
+        i_n = tl.load(order + i_k, mask=m_n, other=0)
         _grouped_tile(indices, hot_indices, frontier_local, row_start, degree, offsets, out_src, out_dst,
                       out_eid, seed, num_hot_edges, i_n, m_n, FANOUT, FANOUT_PAD, D_MAX, STAGE, REPLACE,
                       WRITE_EID, TIERED, False, BLOCK_NODES)
@@ -232,8 +236,8 @@ def launch_grouped(indices, hot_indices, frontier_local, classified, num_frontie
     if not split or replace:
         stage = replace or d_max > fanout
         block_nodes, num_warps = _launch_settings(fanout_pad, d_max, stage)
-        _grouped_kernel[(triton.cdiv(bound, block_nodes),)](  # order, num_full: unused
-            *arrays, row_start, num_frontier, *outputs, STAGE=stage, NODES="all",
+        _grouped_kernel[(triton.cdiv(bound, block_nodes),)](  # num_full: unused
+            *arrays, classified.order, num_frontier, *outputs, STAGE=stage, NODES="all",
             BLOCK_NODES=block_nodes, num_warps=num_warps, **common)
         return
 
