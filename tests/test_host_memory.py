@@ -198,6 +198,9 @@ def _worker(rank, world_size, init, out_dir, device, job):
                                  if os.stat(p).st_ino in inodes]
             del loader, shared
             gc.collect()
+            if device == "cuda":  # torch's pinned-block cache (the private loader's copies) counts as Shmem
+                empty = getattr(torch._C, "_host_emptyCache", None) or torch._C._accelerator_emptyHostCache
+                empty()
             out["maps_after_release"] = shared_mappings()
             dist.barrier()
             out["shmem_after_release"] = memory_usage()["host_shmem"] - before["host_shmem"]
