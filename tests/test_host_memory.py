@@ -199,11 +199,15 @@ def _worker(rank, world_size, init, out_dir, device, job):
             del loader, shared
             gc.collect()
             if device == "cuda":  # torch's pinned-block cache (the private loader's copies) counts as Shmem
+                torch.cuda.synchronize()
                 empty = getattr(torch._C, "_host_emptyCache", None) or torch._C._accelerator_emptyHostCache
                 empty()
             out["maps_after_release"] = shared_mappings()
             dist.barrier()
             out["shmem_after_release"] = memory_usage()["host_shmem"] - before["host_shmem"]
+            if device == "cuda":
+                out["pinned_stats"] = {k: v for k, v in torch.cuda.host_memory_stats().items()
+                                       if "current" in k}
 
             # with a cache: part of the graph on the device (and a dynamic cache), or all of it
             row_bytes = WIDTH * 4
@@ -295,7 +299,13 @@ def check_two_ranks(ranks):
     # 1.64 copies measured there at cf91ccd, two copies would be 2.0)
     assert 0.9 * copy_bytes < zero["shmem_growth"] < (1.5 if zero.get("pinned") is None else 1.8) * copy_bytes
     assert one["anon_growth"] < 0.5 * x_bytes
-    assert zero["shmem_after_release"] < 0.5 * copy_bytes
+    # torch's pinned-block cache may keep the private loader's freed blocks
+    # (Shmem on the GPU machine): none may still be allocated, and what it
+    # caches is not ours to count
+    stats = zero.get("pinned_stats", {})
+    assert stats.get("allocated_bytes.current", 0) == 0, stats
+    cached = stats.get("active_bytes.current", 0) - stats.get("allocated_bytes.current", 0)
+    assert zero["shmem_after_release"] - cached < 0.5 * copy_bytes, (zero["shmem_after_release"], stats)
     for rows in (20, 10**6):
         num_adjacency, num_feature = zero[f"cache{rows}"]["plan"]
         # shared: the relabelled tiers the plan leaves in host memory (the
