@@ -306,17 +306,19 @@ def main():
     record = new_record("cache", device, args.commit, settings=settings, rows=rows, ratios=ratios,
                         seconds=time.perf_counter() - t0)
     append_record(args.out, record)
-    if args.csv:
-        with open(args.csv, "w", newline="") as f:
+    if args.csv:  # appended: each run's rows under its commit
+        new_file = not os.path.exists(args.csv)
+        with open(args.csv, "a", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["policy", "train_epochs", "budget_gb", "feature_hit_rate", "static_feature_hit_rate",
-                        "dynamic_feature_hit_rate", "reused_share", "adjacency_hit_rate", "host_gb_per_epoch",
-                        "epoch_seconds", "load_epoch_seconds"])
+            if new_file:
+                w.writerow(["commit", "policy", "train_epochs", "budget_gb", "feature_hit_rate",
+                            "static_feature_hit_rate", "dynamic_feature_hit_rate", "reused_share",
+                            "adjacency_hit_rate", "host_gb_per_epoch", "epoch_seconds", "load_epoch_seconds"])
             for r in rows:
                 if r["policy"] == "device":
                     continue
                 s = r["train"]
-                w.writerow([r["policy"], r["train_epochs"], 0 if r["budget_gb"] is None else r["budget_gb"],
+                w.writerow([record["commit"], r["policy"], r["train_epochs"], 0 if r["budget_gb"] is None else r["budget_gb"],
                             s.get("feature_hit_rate", 0.0), s.get("static_feature_hit_rate", 0.0),
                             s.get("dynamic_feature_hit_rate", 0.0),
                             s.get("reused_rows", 0) / max(1, s.get("feature_rows", 1)), s.get("adjacency_hit_rate", 0.0),

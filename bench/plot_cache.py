@@ -1,7 +1,8 @@
 """Figure of the cache benchmark's budget sweep (``bench/bench_cache.py --csv``).
 
 Two panels against the GPU budget: feature and adjacency hit rates, and
-seconds per epoch (training, and the loader alone), one line per policy.
+seconds per epoch (training where the budget was trained, and the loader
+alone), one line per policy; at each budget the CSV's latest row for it.
 Needs matplotlib (not a dependency of the package: ``pip install matplotlib``).
 
 Usage::
@@ -20,16 +21,19 @@ def main(path: str, out: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    series = defaultdict(list)
+    # one line per policy; at each budget its latest row (rows are appended
+    # run after run, so a later run's point replaces an earlier one's)
+    latest = {}
     with open(path) as f:
         for row in csv.DictReader(f):
-            label = f"{row['policy']} ({row['commit']})" if "commit" in row else row["policy"]
-            series[label].append({k: (float(v) if k not in ("policy", "commit") else v) for k, v in row.items()})
-    none = next((rows for label, rows in series.items() if label.startswith("none")), None)
+            row = {k: (float(v) if k not in ("policy", "commit") else v) for k, v in row.items()}
+            latest[row["policy"], row["budget_gb"]] = row
+    series = defaultdict(list)
+    for (policy, _), row in latest.items():
+        series[policy].append(row)
+    none = series.pop("none", None)
     fig, (hits, times) = plt.subplots(1, 2, figsize=(12, 4.5))
     for label, rows in sorted(series.items()):
-        if label.startswith("none"):
-            continue
         rows = sorted(rows, key=lambda r: r["budget_gb"])
         if none:
             rows = none + rows  # budget 0: nothing cached
@@ -39,7 +43,10 @@ def main(path: str, out: str) -> None:
         if any(r["adjacency_hit_rate"] > 0 for r in rows):
             hits.plot(budget, [r["adjacency_hit_rate"] for r in rows], marker=marker, linestyle=":",
                       label=f"{label}: adjacency")
-        times.plot(budget, [r["epoch_seconds"] for r in rows], marker=marker, label=f"{label}: training")
+        trained = [r for r in rows if r["train_epochs"] > 0]  # the sweep's extra budgets run the loader alone
+        if len(trained) > 1:
+            times.plot([r["budget_gb"] for r in trained], [r["epoch_seconds"] for r in trained], marker=marker,
+                       label=f"{label}: training")
         times.plot(budget, [r["load_epoch_seconds"] for r in rows], marker=marker, linestyle="--",
                    label=f"{label}: loader alone")
     hits.set(xlabel="GPU cache budget (GB)", ylabel="hit rate", ylim=(0, 1.02), title="Hit rate")
