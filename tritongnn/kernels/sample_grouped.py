@@ -34,8 +34,11 @@ same edges in the same slots: ``tests/test_sample_grouped.py`` checks that
 bit for bit, and the distribution tests of the foundation carry over (and
 are repeated on this kernel).
 
-Why staging could pay, and why it may not (unmeasured here: this was
-written without a GPU; ``bench/bench_sampler_kernel.py`` measures it).
+Why staging could pay, and why it may not. Measured on an H200
+(``bench/results/README.md``): 0.70-1.13x the foundation kernel with
+adjacency in GPU memory, 1.01-1.18x through UVA; Nsight Compute shows twice
+the useful bytes per sector and 10-15x fewer sectors per request, but the
+foundation kernel is not bound by requests, so the loader keeps it.
 
 - The staged load needs no random number, so it is issued *before* Floyd's
   arithmetic and its latency overlaps it; the foundation kernel can only
