@@ -47,6 +47,24 @@ def test_refresh_caches_the_top_scores_and_keeps_the_map_consistent():
     assert int((cache.slot >= 0).sum()) == 4
 
 
+def test_refresh_reads_a_table_in_other_ids_through_row_map():
+    # the dual cache hands the user's host table and its map: a refresh
+    # stores internal row F + j, which is the user's row row_map[F + j]
+    logical = torch.arange(150, dtype=torch.float32).reshape(50, 3)
+    row_map = torch.randperm(50, generator=torch.Generator().manual_seed(2))
+    user = torch.empty_like(logical)
+    user[row_map] = logical
+    cache = DynamicCache(user, 10, 4, DynamicCacheConfig(update_every=1, max_replace=1.0), "cpu",
+                         row_map=row_map)
+    for _ in range(2):
+        cache.before_batch()
+        cache.observe(torch.tensor([20, 21, 22, 23]))
+    cache.before_batch()  # commits the refresh started on the batch before
+    assert set((cache.occupant + 10).tolist()) == {20, 21, 22, 23}
+    for s, node in enumerate(cache.occupant.tolist()):
+        assert torch.equal(cache.rows[s], logical[10 + node])
+
+
 def test_refresh_replaces_at_most_max_replace_and_evicts_the_cold():
     x, cache = make_cache(capacity=4, update_every=1, max_replace=0.5, decay=0.1, min_gain=-1.0)
     cache.before_batch()

@@ -47,6 +47,26 @@ def test_cached_batches_equal_uncached(device, budget_rows):
         assert plan.feature_bytes + plan.adjacency_bytes <= budget_rows * row_bytes(data)
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_host_features_stay_in_user_ids_uncopied(device, dynamic):
+    # Rows the cache leaves in host memory are read where the user's table
+    # has them (internal id i at row order[i]): a pinned table, or any table
+    # of a CPU loader, is not copied, not reordered and not written.
+    data = random_data()
+    if device.type == "cuda":
+        data.x = data.x.pin_memory()
+    before = data.x.clone()
+    _, plain = epoch(data, device=device)
+    loader, cached = epoch(data, device=device, placement="host", profile_epochs=1,
+                           cache_budget=30 * row_bytes(data), cache_policy="degree", dynamic_cache=dynamic)
+    assert 0 < loader.cache.plan.num_feature < data.num_nodes
+    assert loader.x.data_ptr() == data.x.data_ptr() and loader.cache.row_map is loader.cache.order
+    assert torch.equal(loader.cache.hot_x.cpu(), data.x[loader.cache.order[:loader.cache.plan.num_feature].cpu()])
+    for a, b in zip(plain, cached):
+        assert torch.equal(a.x, b.x) and torch.equal(a.n_id, b.n_id)
+    assert torch.equal(data.x, before)
+
+
 def test_hot_first_cache_beats_its_share(device):
     # With room for 10% of the rows, the profiled cache serves far more than
     # its share of the gathers when the sampled neighbours are skewed (sources drawn

@@ -17,6 +17,18 @@ def table(num_rows, width, dtype, seed):
     return x
 
 
+def in_other_ids(x, mapped, seed):
+    """``(table, row_map)``: ``x`` itself, or its rows shuffled into other
+    ids with the map the gather takes (``table[row_map[i]] == x[i]``), as
+    the dual cache reads the user's host table in hot-first ids."""
+    if not mapped:
+        return x, None
+    row_map = torch.randperm(x.size(0), generator=torch.Generator().manual_seed(seed))
+    table = torch.empty_like(x)
+    table[row_map] = x
+    return table, row_map
+
+
 def assert_bits_equal(a, b):
     assert a.shape == b.shape and a.dtype == b.dtype
     assert torch.equal(a.view(BITS[a.dtype]), b.view(BITS[b.dtype]))
@@ -29,9 +41,11 @@ def test_gather_matches_index_select(device, num_rows, width, dtype, num_ids, da
     ids = torch.randint(0, num_rows, (num_ids,), generator=torch.Generator().manual_seed(width))
     num_hot = data.draw(st.integers(0, num_rows))
     hot = x[:num_hot].to(device).clone()
-    source = x.pin_memory() if device.type == "cuda" and data.draw(st.booleans()) else x.to(device)
+    user, row_map = in_other_ids(x, data.draw(st.booleans()), num_rows)
+    source = user.pin_memory() if device.type == "cuda" and data.draw(st.booleans()) else user.to(device)
     out = torch.full((num_ids, width), 3.0, dtype=dtype, device=device)  # poisoned
-    gather_rows(source, ids.to(device), out, hot=hot, num_hot=num_hot)
+    gather_rows(source, ids.to(device), out, hot=hot, num_hot=num_hot,
+                row_map=None if row_map is None else row_map.to(device))
     assert_bits_equal(out.cpu(), x[ids])
 
 
@@ -58,10 +72,12 @@ def test_gather_three_tiers(device, num_rows, width, dtype, num_ids, data):
         prev_slot = torch.full((num_cold + 1,), -1, dtype=torch.int32)  # one spare entry allowed
         prev_slot[kept] = torch.arange(kept.numel(), dtype=torch.int32)
         reuse = dict(previous=x[num_hot + kept].to(device), prev_slot=prev_slot.to(device))
-    source = x.pin_memory() if device.type == "cuda" and data.draw(st.booleans()) else x.to(device)
+    user, row_map = in_other_ids(x, data.draw(st.booleans()), num_ids)
+    source = user.pin_memory() if device.type == "cuda" and data.draw(st.booleans()) else user.to(device)
     out = torch.full((num_ids, width), 3.0, dtype=dtype, device=device)
     gather_rows(source, ids.to(device), out, hot=x[:num_hot].to(device), num_hot=num_hot,
-                dynamic=dynamic.to(device), slot=slot.to(device), **reuse)
+                dynamic=dynamic.to(device), slot=slot.to(device), **reuse,
+                row_map=None if row_map is None else row_map.to(device))
     assert_bits_equal(out.cpu(), x[ids])
 
 
@@ -99,6 +115,10 @@ def test_gather_reads_the_previous_batch_after_the_caches():
 def test_gather_three_tiers_bad_arguments():
     x = torch.randn(10, 4)
     ids = torch.zeros(2, dtype=torch.int64)
+    with pytest.raises(ValueError, match="row_map must be"):
+        gather_rows(x, ids, hot=x[:4], num_hot=4, row_map=torch.arange(9))
+    with pytest.raises(ValueError, match="row_map must be"):
+        gather_rows(x, ids, hot=x[:4], num_hot=4, row_map=torch.arange(10, dtype=torch.int32))
     with pytest.raises(ValueError, match="together"):
         gather_rows(x, ids, hot=x[:4], num_hot=4, dynamic=torch.zeros(2, 4))
     with pytest.raises(ValueError, match="slot must be"):

@@ -4,9 +4,12 @@ prefixes in GPU memory, the rest in pinned host memory read through UVA.
 Built once from a ``CachePlan``: the graph is relabelled so the plan's order
 becomes ids ``0 .. N-1``; the neighbour lists of the first ``A`` nodes and the
 feature rows of the first ``F`` are copied to the GPU; the full relabelled
-arrays stay in pinned host memory. The sampler and the gather read a row
-from the GPU copy when its id is below ``A`` (``F``), one comparison in the
-kernels. Ids the user sees are mapped back through ``order``.
+graph stays in pinned host memory, and so do the features, in the user's ids
+(a feature table can be larger than the GPU and a good part of the host: it
+is not copied in the new order, the gather reads internal id ``i`` at row
+``order[i]``). The sampler and the gather read a row from the GPU copy when
+its id is below ``A`` (``F``), one comparison in the kernels. Ids the user
+sees are mapped back through ``order``.
 """
 from __future__ import annotations
 
@@ -15,28 +18,31 @@ from dataclasses import dataclass
 import torch
 
 from ..graph import CSCGraph, inverse_permutation
+from ..kernels import gather_rows
 from .allocator import CachePlan
 from .dynamic import DynamicCache, DynamicCacheConfig
 from .profile import AccessProfile, lists_read
 
 
-def _relabel_rows(x: torch.Tensor, order: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``x[order]`` written into ``out`` (host memory), once: the table may be
-    larger than the GPU, and a copy then a pin would hold it three times."""
-    if x.device.type != "cpu":  # on a GPU: permute in row chunks, copy each out
-        step = max(1, (1 << 28) // max(1, x.size(1) * x.element_size()))
-        order = order.to(x.device)
-        for begin in range(0, x.size(0), step):
-            out[begin:begin + step].copy_(x[order[begin:begin + step]])
-        return out
-    return torch.index_select(x, 0, order.cpu(), out=out)
+def _host_table(x: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``x`` where the host tier reads it: itself when already pinned (or on a
+    CPU loader), else one pinned copy."""
+    if device.type != "cuda":
+        return x if x.device.type == "cpu" else x.cpu()
+    if x.device.type == "cpu" and x.is_pinned():
+        return x
+    return torch.empty(x.shape, dtype=x.dtype, pin_memory=True).copy_(x)
 
 
 def relabel_tiers(graph: CSCGraph | None, x: torch.Tensor | None, plan: CachePlan, device,
                   host_empty=None) -> tuple[CSCGraph | None, torch.Tensor | None]:
-    """The graph and the features renamed by ``plan.order``, each where the
-    dual cache reads it: on ``device`` when the plan caches all of it, else
-    in host memory (pinned on a GPU), from which the cache copies its prefix.
+    """The graph renamed by ``plan.order`` and the features, each where the
+    dual cache reads it: on ``device`` (renamed) when the plan caches all of
+    it, else in host memory (pinned on a GPU), from which the cache copies
+    its prefix. Features kept in host memory stay in the user's ids (the
+    cache reads row ``order[i]`` for internal id ``i``): a table larger than
+    the GPU is never copied in a new order, and a pinned one is not copied
+    at all.
 
     Args:
         graph: the graph in the user's ids, or None (None comes back).
@@ -51,7 +57,8 @@ def relabel_tiers(graph: CSCGraph | None, x: torch.Tensor | None, plan: CachePla
             fresh host memory, pinned on a GPU.
 
     Returns:
-        ``(graph, x)`` relabelled.
+        ``(graph, x)``: the graph relabelled; ``x`` relabelled on ``device``
+        when the plan caches every row, else in the user's ids in host memory.
     """
     device = torch.device(device)
     num_nodes = plan.order.numel()
@@ -75,10 +82,10 @@ def relabel_tiers(graph: CSCGraph | None, x: torch.Tensor | None, plan: CachePla
             raise ValueError(f"the cache plan orders {num_nodes} nodes, x has {x.size(0)} rows")
         if plan.num_feature == num_nodes:  # permuted where x lives, then moved: one copy on the GPU
             relabelled_x = x[plan.order.to(x.device)].to(device)
+        elif host_empty is None:
+            relabelled_x = _host_table(x, device)
         else:
-            out = (torch.empty(x.shape, dtype=x.dtype, pin_memory=device.type == "cuda") if host_empty is None
-                   else host_empty("x", x.shape, x.dtype))
-            relabelled_x = _relabel_rows(x, plan.order, out)
+            relabelled_x = host_empty("x", x.shape, x.dtype).copy_(x)
     return relabelled_graph, relabelled_x
 
 
@@ -159,7 +166,11 @@ class DualCache:
         new_id: ``[N]`` int64 on the device, user id -> internal id.
         graph: the relabelled ``CSCGraph`` (pinned host memory on a GPU).
         hot_indptr, hot_indices: GPU copies of the first ``A`` rows, or None.
-        x, hot_x: relabelled features (host) and their first ``F`` rows (GPU).
+        x: the features in host memory, in the user's ids (``row_map``), or
+            relabelled on the device when every row is cached.
+        row_map: ``order`` when ``x`` is in the user's ids (the gather reads
+            internal id ``i`` at ``x[row_map[i]]``), else None.
+        hot_x: the first ``F`` rows in internal ids (GPU).
         dynamic: the ``DynamicCache`` of rows from ``F`` on, or None.
         stats: ``CacheStats`` of the batches drawn so far.
     """
@@ -209,18 +220,21 @@ class DualCache:
             self.hot_indices = graph.indices[:int(graph.indptr[num_adjacency])].to(device).clone()
         self.dynamic = None
         self.x = x
+        self.row_map = None
         if x is None:
             self.hot_x = None
         elif num_feature == num_nodes:  # one tier, on the device
             self.hot_x = x
         else:
-            self.hot_x = x[:num_feature].to(device)
+            self.row_map = self.order  # internal id -> the user's, the row of x
+            self.hot_x = gather_rows(x, self.order[:num_feature]) if device.type == "cuda" \
+                else x[self.order[:num_feature].to(x.device)]
             if dynamic is not None and dynamic_rows > 0:
                 prior = None
                 if profile is not None and profile.num_batches:  # gathers per batch, outside the static cache
                     prior = profile.inputs.to(device)[self.order][num_feature:].double() / profile.num_batches
                 self.dynamic = DynamicCache(x, num_feature, min(dynamic_rows, num_nodes - num_feature),
-                                            dynamic, device, prior)
+                                            dynamic, device, prior, row_map=self.row_map)
         self.stats = CacheStats.of(graph, x, device)
 
     @property

@@ -113,14 +113,17 @@ class DynamicCache:
     """A bounded GPU cache of feature rows the static cache misses.
 
     Args:
-        x: ``[N, D]`` the relabelled feature table (pinned host memory under a
-            GPU): rows are read from it on a refresh.
+        x: ``[N, D]`` the feature table (pinned host memory under a GPU):
+            rows are read from it on a refresh; in internal (hot-first) ids,
+            or in the user's with ``row_map``.
         num_static: F, rows ``< F`` are in the static cache (never here).
         capacity: K_dyn, rows of the dynamic cache (at most ``N - F``).
         config: ``DynamicCacheConfig``.
         device: where the cache lives.
         prior: optional ``[N - F]`` share of the batches that gathered each
             node outside the static cache (profiled); starts the scores.
+        row_map: ``[N]`` int64 on ``device``, internal id -> row of ``x``,
+            or None when ``x`` is in internal ids (``gather_rows``).
 
     Attributes:
         rows: ``[K, D]`` cached rows; ``slot``: ``[N - F]`` int32, the row of
@@ -129,9 +132,10 @@ class DynamicCache:
     """
 
     def __init__(self, x: torch.Tensor, num_static: int, capacity: int, config: DynamicCacheConfig,
-                 device, prior: torch.Tensor | None = None):
+                 device, prior: torch.Tensor | None = None, row_map: torch.Tensor | None = None):
         self.device = torch.device(device)
         self.x, self.num_static, self.config = x, num_static, config
+        self.row_map = row_map
         num_cold = x.size(0) - num_static
         if not isinstance(capacity, int) or capacity < 1 or capacity > num_cold:
             raise ValueError(f"capacity must be an int in [1, {num_cold}] (rows outside the static "
@@ -247,7 +251,7 @@ class DynamicCache:
         newcomers = node[newcomer][:limit]
         free = torch.nonzero(~stays).flatten()[:newcomers.numel()]
         newcomers = newcomers[:free.numel()]
-        staged = gather_rows(self.x, newcomers + self.num_static)
+        staged = gather_rows(self.x, newcomers + self.num_static, row_map=self.row_map)
         return newcomers, free, staged
 
     def _pending_ready(self) -> bool:

@@ -91,10 +91,11 @@ class GroupReuse:
         self._staged = None
 
     def stage(self, table: torch.Tensor, nodes: list[torch.Tensor],
-              dynamic_slot: torch.Tensor | None = None) -> torch.Tensor:
+              dynamic_slot: torch.Tensor | None = None, row_map: torch.Tensor | None = None) -> torch.Tensor:
         """Gather the distinct rows of ``nodes`` (internal ids of each batch
-        of the group) that no cache holds; returns their count (a device
-        scalar: the host rows the group reads)."""
+        of the group) that no cache holds, from ``table`` (in the user's ids
+        with ``row_map``, as ``gather_rows`` reads it); returns their count
+        (a device scalar: the host rows the group reads)."""
         from ..kernels import gather_rows
         self.release()
         ids = torch.cat(nodes)
@@ -102,7 +103,7 @@ class GroupReuse:
         if dynamic_slot is not None:
             cold = cold[dynamic_slot[cold - self.num_static] < 0]
         staged = torch.unique(cold)  # sorted
-        self.rows = gather_rows(table, staged)
+        self.rows = gather_rows(table, staged, row_map=row_map)
         self.slot[staged - self.num_static] = torch.arange(staged.numel(), dtype=torch.int32,
                                                            device=staged.device)
         self._staged = staged

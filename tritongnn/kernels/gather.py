@@ -51,7 +51,8 @@ def _gather_kernel(
     previous,   # [P, D] rows of the previous batch (REUSE)
     prev_slot,  # [>= N - num_hot] int32 row of `previous` holding a cold row, or -1
     ids,        # [n] int64 row ids
-    order,      # [n] int64 visiting order (if ORDERED), e.g. argsort(ids)
+    row_map,    # [N] int64 row of `cold` holding id i (MAPPED)
+    order,      # [n] int64 visiting order (if ORDERED), e.g. argsort of the rows read
     out,        # [n, D] output, row i = table[ids[i]]
     n,
     num_hot,
@@ -60,6 +61,7 @@ def _gather_kernel(
     stride_hot, stride_cold, stride_dyn, stride_prev, stride_out,  # row strides in elements
     TIERS: tl.constexpr,  # 1: every row from `cold`; 2: split at num_hot; 3: and `dynamic`
     REUSE: tl.constexpr,  # cold rows found in `previous` are read there (TIERS >= 2)
+    MAPPED: tl.constexpr,  # `cold` is in other ids: id i is its row row_map[i]
     ORDERED: tl.constexpr,
     BLOCK_ROWS: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -87,7 +89,11 @@ def _gather_kernel(
             m_cold = m_cold & (b_prev < 0)
             p_prev = previous + b_prev[:, None] * stride_prev
         p_hot = hot + b_id[:, None] * stride_hot
-        p_cold = cold + b_id[:, None] * stride_cold
+        if MAPPED:
+            b_row_id = tl.load(row_map + b_id, mask=m_r if TIERS == 1 else m_cold, other=0)
+        else:
+            b_row_id = b_id
+        p_cold = cold + b_row_id[:, None] * stride_cold
         p_out = out + i_r[:, None] * stride_out
         for d0 in range(0, D, BLOCK_D):
             o_d = d0 + tl.arange(0, BLOCK_D)
@@ -148,8 +154,10 @@ def gather_rows(
     slot: torch.Tensor | None = None,
     previous: torch.Tensor | None = None,
     prev_slot: torch.Tensor | None = None,
+    row_map: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Gather ``table[ids]`` into ``out`` on ``ids``'s device.
+    """Gather ``table[ids]`` (``table[row_map[ids]]`` with ``row_map``) into
+    ``out`` on ``ids``'s device.
 
     Args:
         table: ``[N, D]`` the full table (GPU memory, or pinned host memory
@@ -166,6 +174,10 @@ def gather_rows(
         prev_slot: with ``previous``: int32, at least ``N - num_hot``
             entries, the row of ``previous`` holding table row
             ``num_hot + j``, or -1 (rows the caches serve are read there).
+        row_map: ``[N]`` int64 on ``ids``'s device, or None: ``table`` is
+            in other ids, id ``i``'s row is ``table[row_map[i]]`` (the dual
+            cache's hot-first ids over the user's host table, which is then
+            never copied in the new order). The other tiers are in ``ids``.
 
     Returns:
         ``out``.
@@ -183,8 +195,8 @@ def gather_rows(
     if out.shape != (ids.numel(), table.size(1)) or out.dtype != table.dtype or out.device != device:
         raise ValueError(f"out must be a [{ids.numel()}, {table.size(1)}] {table.dtype} tensor "
                          f"on {device}, got {tuple(out.shape)} {out.dtype} on {out.device}")
-    if hot is None:  # one tier: all rows in GPU memory, or all through UVA
-        hot, num_hot = table, (table.size(0) if table.device == device else 0)
+    if hot is None:  # one tier: all rows in GPU memory, or all through UVA (or mapped)
+        hot, num_hot = (table, table.size(0)) if table.device == device and row_map is None else (table[:0], 0)
     if not 0 <= num_hot <= table.size(0) or hot.size(0) < num_hot or hot.shape[1:] != table.shape[1:]:
         raise ValueError(f"num_hot = {num_hot} with hot of shape {tuple(hot.shape)}: need 0 <= num_hot "
                          f"<= {table.size(0)} rows of width {table.size(1)} in hot")
@@ -192,8 +204,12 @@ def gather_rows(
     # from num_hot on) and the previous batch (a spare entry allowed)
     _check_slot_tier(table, num_hot, dynamic, slot, "dynamic", "slot", exact=True)
     _check_slot_tier(table, num_hot, previous, prev_slot, "previous", "prev_slot", exact=False)
+    if row_map is not None and (row_map.dtype != torch.int64 or row_map.dim() != 1
+                                or row_map.numel() != table.size(0) or row_map.device != device):
+        raise ValueError(f"row_map must be a 1-D int64 tensor of {table.size(0)} entries on {device}, got "
+                         f"{row_map.dtype} of shape {tuple(row_map.shape)} on {row_map.device}")
     if not use_triton(device):
-        return reference.gather_rows(table, ids, out, hot, num_hot, dynamic, slot, previous, prev_slot)
+        return reference.gather_rows(table, ids, out, hot, num_hot, dynamic, slot, previous, prev_slot, row_map)
     check_readable(table, device, "table")
     check_readable(hot, device, "hot")
     for name, t in (("dynamic", dynamic), ("slot", slot), ("previous", previous), ("prev_slot", prev_slot)):
@@ -206,21 +222,25 @@ def gather_rows(
         return out
     from_host = num_hot < table.size(0) and table.device != device
     if num_hot == table.size(0):  # every row from the GPU tier
-        table, num_hot, dynamic, previous = hot, 0, None, None
+        table, num_hot, dynamic, previous, row_map = hot, 0, None, None, None
     tiers = 3 if dynamic is not None else 2 if num_hot > 0 or previous is not None else 1
     if dynamic is None:
         dynamic, slot = table, ids  # not read
     reuse = previous is not None
     if not reuse:
         previous, prev_slot = table, ids  # not read
-    order = torch.argsort(ids) if from_host else ids
+    mapped = row_map is not None
+    # through UVA, rows are visited in host order: neighbours share pages
+    order = torch.argsort(row_map[ids] if mapped else ids) if from_host else ids
+    if not mapped:
+        row_map = ids  # not read
     block_rows, block_d, num_warps = _launch_settings(table.size(1) * table.element_size(),
                                                       table.element_size(), from_host)
     grid = _num_programs(n, block_rows, from_host, device)
     _gather_kernel[(grid,)](
-        hot, table, dynamic, slot, previous, prev_slot, ids, order, out, n, num_hot,
+        hot, table, dynamic, slot, previous, prev_slot, ids, row_map, order, out, n, num_hot,
         triton.cdiv(n, block_rows), table.size(1),
         hot.stride(0), table.stride(0), dynamic.stride(0), previous.stride(0), out.stride(0),
-        TIERS=tiers, REUSE=reuse, ORDERED=from_host, BLOCK_ROWS=block_rows, BLOCK_D=block_d,
+        TIERS=tiers, REUSE=reuse, MAPPED=mapped, ORDERED=from_host, BLOCK_ROWS=block_rows, BLOCK_D=block_d,
         num_warps=num_warps)
     return out

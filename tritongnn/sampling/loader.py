@@ -662,7 +662,8 @@ class NeighborLoader:
         dynamic = self.cache.dynamic if self.cache is not None else None
         # against the dynamic cache as it is now: a row it takes in or drops
         # mid-group is read from there or from host by the batch's gather
-        staged = self.reuse.stage(self.x, nodes, dynamic.slot if dynamic is not None else None)
+        staged = self.reuse.stage(self.x, nodes, dynamic.slot if dynamic is not None else None,
+                                  self.cache.row_map if self.cache is not None else None)
         if self.host_stats is not None:
             self.host_stats.record_staged(staged)
 
@@ -697,7 +698,7 @@ class NeighborLoader:
         reuse = self.reuse
         if self.x is not None:
             if cache is not None:
-                tiers = dict(hot=cache.hot_x, num_hot=self._num_feature)
+                tiers = dict(hot=cache.hot_x, num_hot=self._num_feature, row_map=cache.row_map)
             else:  # no static tier (with reuse, say so: on a CPU, x would count as one)
                 tiers = {} if reuse is None else dict(hot=self.x[:0], num_hot=0)
             if dynamic is not None:
