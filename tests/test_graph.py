@@ -17,6 +17,24 @@ def test_from_edge_index_groups_sources_by_target():
     assert torch.equal(edge_index[1, g.edge_perm], torch.repeat_interleave(torch.arange(5), g.degree()))
 
 
+@given(num_nodes=st.integers(1, 30), num_edges=st.integers(0, 80), seed=st.integers(0, 1000))
+def test_from_edge_index_sorted_by_target_takes_no_sort_and_builds_the_same(num_nodes, num_edges, seed):
+    # edges already grouped by target skip the sort (they are CSC order):
+    # the same graph as from the same edges shuffled, with e_id their positions
+    g = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=g)
+    edge_index = edge_index[:, torch.argsort(edge_index[1], stable=True)]
+    shuffled = torch.randperm(num_edges, generator=g)
+    fast = CSCGraph.from_edge_index(edge_index, num_nodes, keep_edge_perm=True)
+    slow = CSCGraph.from_edge_index(edge_index[:, shuffled], num_nodes, keep_edge_perm=True)
+    assert torch.equal(fast.indptr, slow.indptr) and torch.equal(fast.edge_perm, torch.arange(num_edges))
+    for node in range(num_nodes):  # each list, up to the order of parallel edges
+        a, b = fast.indptr[node], fast.indptr[node + 1]
+        assert torch.equal(fast.indices[a:b].sort().values, slow.indices[a:b].sort().values)
+    assert torch.equal(edge_index[0, fast.edge_perm], fast.indices.long())
+    assert num_edges == 0 or fast.indices.data_ptr() != edge_index.data_ptr()
+
+
 def test_from_csr_transposes():
     # CSR by source: 0 -> {1, 2}, 2 -> {0}
     g = CSCGraph.from_csr(torch.tensor([0, 2, 2, 3]), torch.tensor([1, 2, 0]))

@@ -114,9 +114,15 @@ class CSCGraph:
                 bad = lo if lo < 0 else hi
                 raise ValueError(f"edge_index holds node id {bad}, outside [0, {num_nodes})")
         src, dst = edge_index[0], edge_index[1]
-        perm = torch.argsort(dst, stable=True)  # stable: parallel edges keep their order
         indptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=device)
         torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0, out=indptr[1:])
+        if bool((dst[1:] >= dst[:-1]).all()):
+            # already grouped by target (CSC order, e.g. PyG's sort_edge_index(sort_by_row=False)):
+            # no sort, whose keys, values and temporaries would take ~4x edge_index on the device
+            perm = torch.arange(num_edges, device=device) if keep_edge_perm else None
+            # (int32 ids are a fresh tensor; int64 ones must not alias the caller's)
+            return cls(indptr, src if num_nodes <= _INT32_MAX else src.clone(), perm, validate=False)
+        perm = torch.argsort(dst, stable=True)  # stable: parallel edges keep their order
         return cls(indptr, src[perm], perm if keep_edge_perm else None, validate=False)
 
     @classmethod
