@@ -326,3 +326,23 @@ def test_chung_lu_gnn_beats_mlp():
     mlp_accuracy = _test_accuracy(mlp, data, uses_graph=False)
     assert sage_accuracy >= mlp_accuracy + 0.3, (sage_accuracy, mlp_accuracy)
     assert sage_accuracy >= 0.8, sage_accuracy
+
+
+def test_class_features_fill_out_and_follow_the_classes():
+    # the features of a stored topology, written where the caller wants them
+    # (a pinned host table on a GPU machine): same values into out or not,
+    # and each class's rows centred on its own centroid
+    y = torch.randint(0, 4, (3000,), generator=torch.Generator().manual_seed(0))
+    x = synthetic.class_features(y, 4, 256, signal=4.0, seed=3)
+    out = torch.full((3000, 256), float("nan"), dtype=torch.bfloat16)
+    assert synthetic.class_features(y, 4, 256, signal=4.0, dtype=torch.bfloat16, seed=3, out=out) is out
+    assert torch.equal(out, x.to(torch.bfloat16))
+    means = torch.stack([x[y == c].mean(0) for c in range(4)])  # centroid (length ~4) + mean noise
+    assert torch.allclose(means.norm(dim=1), torch.full((4,), 4.0), atol=0.6)
+    assert not torch.equal(x, synthetic.class_features(y, 4, 256, signal=4.0, seed=4))
+    with pytest.raises(ValueError, match="labels in"):
+        synthetic.class_features(y, 3, 16)
+    with pytest.raises(ValueError, match="out must be"):
+        synthetic.class_features(y, 4, 16, out=torch.empty(3000, 8))
+    with pytest.raises(TypeError, match="y must be"):
+        synthetic.class_features(y.int(), 4, 16)

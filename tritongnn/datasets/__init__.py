@@ -7,6 +7,6 @@ edges. ``chung_lu``'s labels are homophilous: a GNN beats an MLP on them.
 """
 
 from tritongnn.datasets.npz import cora, load_npz
-from tritongnn.datasets.synthetic import chung_lu, rmat
+from tritongnn.datasets.synthetic import chung_lu, class_features, rmat
 
-__all__ = ["load_npz", "cora", "chung_lu", "rmat"]
+__all__ = ["load_npz", "cora", "chung_lu", "rmat", "class_features"]

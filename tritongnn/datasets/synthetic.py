@@ -60,7 +60,7 @@ import numbers
 import torch
 from torch_geometric.data import Data
 
-__all__ = ["chung_lu", "rmat"]
+__all__ = ["chung_lu", "rmat", "class_features"]
 
 # Elements per chunk-sized temporary (128 MiB as int64/float64): large enough
 # that each op saturates a GPU, small next to a [2, 2**28] edge_index (4 GiB).
@@ -338,6 +338,7 @@ def _features(
     signal: float,
     dtype: torch.dtype,
     generator: torch.Generator,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``x = signal * centroid[classes] + N(0, 1)`` noise, built in row chunks.
 
@@ -351,23 +352,71 @@ def _features(
         signal: centroid length.
         dtype: dtype of the result.
         generator: source of randomness, on ``classes.device``.
+        out: [N, F] ``dtype`` tensor to write into, on any device (each
+            chunk is made on ``classes.device`` and copied there), or None.
 
     Returns:
-        [N, F] ``dtype`` features.
+        [N, F] ``dtype`` features (``out`` when given).
     """
     device = classes.device
     num_nodes = classes.shape[0]
     centroid = torch.randn(num_classes, num_features, generator=generator, device=device)
     centroid.mul_(signal / math.sqrt(num_features))  # [C, F]
-    x = torch.empty(num_nodes, num_features, dtype=dtype, device=device)
+    x = torch.empty(num_nodes, num_features, dtype=dtype, device=device) if out is None else out
     # Noise is drawn in float32 and cast per chunk, so low-precision dtypes
     # get the same values rounded and no [N, F] float32 copy is ever needed.
     rows = max(1, _CHUNK // num_features)
     for begin in range(0, num_nodes, rows):
         chunk = classes[begin : begin + rows]
         noise = torch.randn(chunk.shape[0], num_features, generator=generator, device=device)
-        x[begin : begin + rows] = noise.add_(centroid[chunk])
+        x[begin : begin + rows] = noise.add_(centroid[chunk]).to(dtype)
     return x
+
+
+def class_features(
+    y: torch.Tensor,
+    num_classes: int,
+    num_features: int,
+    signal: float = 2.0,
+    dtype: torch.dtype = torch.float32,
+    seed: int = 0,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Features for labels ``y`` as ``chung_lu`` draws them (a noisy class
+    centroid, ``signal`` apart), from their own ``seed``: for a graph whose
+    topology is stored and whose feature table is too large to store, or
+    is wanted in memory of its own (``out``: e.g. a pinned host tensor that
+    a loader then reads without copying).
+
+    Args:
+        y: ``[N]`` int64 labels in ``[0, num_classes)``; the features are
+            made on its device.
+        num_classes: C.
+        num_features: F.
+        signal: centroid length (see ``chung_lu``).
+        dtype: floating dtype of the features.
+        seed: seed of the ``torch.Generator`` on ``y``'s device.
+        out: ``[N, F]`` ``dtype`` tensor to fill (any device), or None.
+
+    Returns:
+        ``[N, F]`` features: ``out``, or a new tensor on ``y``'s device.
+
+    Example:
+        >>> x = class_features(y.cuda(), 172, 128, out=torch.empty(len(y), 128, pin_memory=True))
+    """
+    _check_positive_int("num_classes", num_classes)
+    _check_positive_int("num_features", num_features)
+    _check_signal(signal)
+    _check_float_dtype(dtype)
+    if y.dim() != 1 or y.dtype != torch.int64:
+        raise TypeError(f"y must be a 1-D int64 tensor, got {y.dtype} of shape {tuple(y.shape)}")
+    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= num_classes):
+        raise ValueError(f"y must hold labels in [0, {num_classes}), got [{int(y.min())}, {int(y.max())}]")
+    if out is not None and (out.shape != (y.numel(), num_features) or out.dtype != dtype):
+        raise ValueError(f"out must be a [{y.numel()}, {num_features}] {dtype} tensor, "
+                         f"got {tuple(out.shape)} {out.dtype}")
+    generator = torch.Generator(device=y.device).manual_seed(seed)
+    return _features(y, num_classes, num_features, signal, dtype, generator, out)
 
 
 def _split(
