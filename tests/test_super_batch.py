@@ -120,6 +120,20 @@ def test_loader_super_batch_same_batches(device, super_batch):
         assert stats["batches"] == len(loader) == len(batches) == 8 and stats["sampling_seconds"] > 0
 
 
+@pytest.mark.parametrize("kernel", ["grouped", "grouped_split"])
+def test_loader_sample_kernel_same_batches(device, kernel):
+    # GARDEN's grouped sampler behind the loader: the batches of the default
+    # kernel, alone and (foundation kernel inside) in super-batches
+    data = random_data(edge_attr=True)
+    args = dict(num_neighbors=[4, 3], input_nodes=data.train_mask, batch_size=20, shuffle=True, seed=4,
+                device=device)
+    plain = plain_epochs(data, **args)[0]
+    assert_same_batches(plain, epoch_batches(NeighborLoader(data, sample_kernel=kernel, **args)))
+    assert_same_batches(plain, epoch_batches(NeighborLoader(data, sample_kernel=kernel, super_batch=3, **args)))
+    with pytest.raises(ValueError, match="sample_kernel must be one of"):
+        NeighborLoader(data, sample_kernel="fast", **args)
+
+
 def test_loader_super_batch_drop_last_ranks_and_reorder(device):
     data = random_data()
     args = dict(num_neighbors=[3, 2], batch_size=48, shuffle=True, seed=2, device=device, drop_last=True)

@@ -42,6 +42,7 @@ from ..cache.reuse import BatchReuse, GroupReuse
 from ..graph import CSCGraph
 from ..host_memory import HostGroup, SharedHostArrays
 from ..kernels import gather_rows
+from ..kernels.sample import METHODS as SAMPLE_METHODS
 from .sampler import NeighborSampler, check_num_neighbors
 from .shard import SeedShards, resolve_ranks
 from .timing import StageTimes
@@ -187,6 +188,11 @@ class NeighborLoader:
             order that makes each follow the one it shares most nodes with
             (FastGL's match-reorder, ``tritongnn.cache.reorder``); 1: off.
             Batches come in another order, each seed still once per epoch.
+        sample_kernel: the sampling kernel, ``"foundation"`` (default) or
+            GARDEN's grouped sampler, ``"grouped"`` / ``"grouped_split"``
+            (``NeighborSampler``'s ``method``): the same batches either way;
+            super-batches always take the foundation kernel. Measured on an
+            H200 the grouped kernels were not faster (``bench/results``).
         super_batch: sample this many consecutive batches in one pass
             (GARDEN's super-batching, ``NeighborSampler.sample_many``) and
             deliver them one by one; 1: off. The batches are bit for bit
@@ -213,7 +219,8 @@ class NeighborLoader:
                  generator: torch.Generator | None = None, seed: int | None = None,
                  prefetch: int = 2, cache_budget=None, cache_profile=None, profile_epochs: int = 3,
                  cache_policy: str = "profile", dynamic_cache=None, reuse: bool | str = False,
-                 reorder_group: int = 1, super_batch: int = 1, rank: int | None = None,
+                 reorder_group: int = 1, sample_kernel: str = "foundation", super_batch: int = 1,
+                 rank: int | None = None,
                  world_size: int | None = None, share_host_memory: bool = True, **kwargs):
         _check_kwargs(dict(kwargs, input_time=input_time))
         if isinstance(data, tuple):
@@ -226,6 +233,8 @@ class NeighborLoader:
             raise NotImplementedError("data without edge_index (e.g. adj_t) is not supported yet")
         check_positive_int("batch_size", batch_size)
         check_positive_int("super_batch", super_batch)
+        if sample_kernel not in SAMPLE_METHODS:
+            raise ValueError(f"sample_kernel must be one of {SAMPLE_METHODS}, got {sample_kernel!r}")
         if placement not in _PLACEMENTS:
             raise ValueError(f"placement must be one of {_PLACEMENTS}, got {placement!r}")
         if not isinstance(prefetch, int) or prefetch < 0:
@@ -310,7 +319,7 @@ class NeighborLoader:
             self.graph, self.x = self.cache.graph, self.cache.x
             self._seeds = self.cache.new_id[self.input_nodes]  # internal ids
         self.sampler = NeighborSampler(self.graph, self.num_neighbors, replace, self.device,
-                                       return_eid=bool(self._edge_attrs),
+                                       return_eid=bool(self._edge_attrs), method=sample_kernel,
                                        **(self.cache.adjacency_tiers if self.cache else {}))
         self.stats_history: list[dict] = []
         self.times = StageTimes(self.device)
