@@ -212,6 +212,17 @@ def test_graphsage_with_trimmed_layers_matches_pyg():
         a = ours(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
     b = theirs(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
     torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    # and GCN, built from tritongnn.nn.GCNConv
+    from torch_geometric.nn import GCN as PyGGCN
+    from tritongnn.nn import GCN
+    torch.manual_seed(0)
+    ours, theirs = GCN(data.num_features, 16, num_layers=2, out_channels=5), \
+        PyGGCN(data.num_features, 16, num_layers=2, out_channels=5)
+    theirs.load_state_dict(ours.state_dict())
+    assert all(isinstance(conv, GCNConv) for conv in ours.convs)
+    with reference_on_cpu():
+        a = ours(batch.x, batch.edge_index)[:batch.batch_size]
+    torch.testing.assert_close(a, theirs(batch.x, batch.edge_index)[:batch.batch_size], rtol=1e-4, atol=1e-5)
 
 
 def test_layers_route_through_the_kernel(monkeypatch):

@@ -3,9 +3,9 @@
 ``tritongnn.nn.SAGEConv``, ``GCNConv`` and ``SimpleConv`` are PyG's layers
 (same arguments, parameters and outputs) with the sum/mean aggregation of
 ``kernels.aggregate`` in place of message materialisation plus scatter;
-``tritongnn.nn.GraphSAGE`` is PyG's ``GraphSAGE`` built from ``SAGEConv``. Anything the kernel does not cover (other
+``tritongnn.nn.GraphSAGE`` and ``GCN`` are PyG's models built from them. Anything the kernel does not cover (other
 aggregations, sparse adjacency, explain mode, hooks) falls back to PyG.
 """
-from .conv import GCNConv, GraphSAGE, SAGEConv, SimpleConv
+from .conv import GCN, GCNConv, GraphSAGE, SAGEConv, SimpleConv
 
-__all__ = ["SAGEConv", "GCNConv", "SimpleConv", "GraphSAGE"]
+__all__ = ["SAGEConv", "GCNConv", "SimpleConv", "GraphSAGE", "GCN"]

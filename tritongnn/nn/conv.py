@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+from torch_geometric.nn import GCN as PyGGCN
 from torch_geometric.nn import GCNConv as PyGGCNConv
 from torch_geometric.nn import GraphSAGE as PyGGraphSAGE
 from torch_geometric.nn import SAGEConv as PyGSAGEConv
@@ -63,3 +64,10 @@ class GraphSAGE(PyGGraphSAGE):
 
     def init_conv(self, in_channels, out_channels, **kwargs) -> MessagePassing:
         return SAGEConv(in_channels, out_channels, **kwargs)
+
+
+class GCN(PyGGCN):
+    """PyG's ``GCN`` with ``tritongnn.nn.GCNConv`` layers."""
+
+    def init_conv(self, in_channels, out_channels, **kwargs) -> MessagePassing:
+        return GCNConv(in_channels, out_channels, **kwargs)
