@@ -1,0 +1,591 @@
+"""End-to-end benchmark at the scale of ogbn-papers100M: tritongnn against
+PyG's NeighborLoader, what each technique adds, the model alone, accuracy
+and scaling.
+
+The graph: Chung-Lu power law with planted classes (``tritongnn.datasets``),
+by default 1.11x10^8 nodes, 1.6x10^9 directed edges, 172 classes, 1.2x10^6
+training seeds (1.25x10^5 validation, 2.1x10^5 test), as ogbn-papers100M.
+Its topology is generated on the GPU once and stored as ``.npy`` under
+``--data-dir`` (the GPU machine's local disk; a second run maps the files);
+the 128-float32 feature table (57 GB) is regenerated each run on the GPU
+straight into pinned host memory (``datasets.class_features``: storing it
+would nearly fill the 64 GB disk), where PyG's loader and ours both read it,
+without copies. Generation times and host memory are printed.
+
+Parts (``--parts``; each fits one 10-minute call on an H200 alone):
+
+* ``pyg``: PyG's NeighborLoader (CPU sampling with torch-sparse or pyg-lib,
+  ``--pyg-workers`` x pin_memory), the model on the GPU, ``--pyg-batches``
+  training steps timed after a warm-up and scaled to the epoch; the default
+  (num_workers=0) and the best configuration are kept for the ratios.
+* ``ablation``: GraphSAGE with tritongnn, each technique added to the one
+  before (GARDEN's Fig. 19): UVA with no cache; + dual cache; + dynamic
+  cache; + grouped sampler; + super-batches of 8; + group reuse / reorder;
+  + the Triton aggregation (``tritongnn.nn``); at each ``--budgets-gb``
+  (0 = no budget: a budget that holds the whole graph); and everything in
+  GPU memory (``placement="device"``).
+* ``models``: GCN and GAT (8 heads x 8; PyG's GAT for both loaders, the
+  aggregation kernel does not cover attention): tritongnn's recommended
+  configuration (dual + dynamic cache, super-batches, the Triton
+  aggregation where it applies) at each budget and all in GPU memory, and
+  PyG's loader with its best ``--pyg-workers``.
+* ``alone``: the model alone on batches prepared in advance (8 of them,
+  cycled), scaled to the epoch: the floor the loader is hidden behind.
+* ``accuracy``: GraphSAGE trained for ``--acc-steps`` steps from three seeds
+  with each loader, validation accuracy on ``--acc-val`` validation nodes.
+* ``scaling``: the recommended configuration at budget ``--budgets-gb[0]``
+  against batch size, fanouts and budget, and a feature-width point for this
+  run's ``--features``. Other widths are runs of their own, with nodes and
+  edges scaled so that the table stays the 57 GB the host holds (e.g.
+  ``--parts scaling --features 512 --nodes 27750000 --edges 400000000
+  --scaling-batch-sizes --scaling-fanouts --scaling-budgets-gb``); rows
+  append to the CSV and ``--png`` draws every row of it.
+
+Every tritongnn configuration runs ``--warmup`` batches, then times
+``--batches`` batches (0: one whole epoch) and scales to the epoch; its row
+gives seconds per epoch, the split (sampling, gather, model, waiting for
+batches), hit rates and host bytes (``loader.stats``).
+
+Usage (GPU machine; PyG's baseline needs ../shared/wheels)::
+
+    python bench/bench_end_to_end.py --parts pyg ablation --out bench/results/end_to_end.json \\
+        --csv bench/results/end_to_end.csv
+
+``--device cpu --nodes 20000 --edges 200000`` is a smoke test of the script.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import gc
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from tritongnn import CSCGraph, NeighborLoader  # noqa: E402
+from tritongnn.datasets import chung_lu, class_features  # noqa: E402
+from tritongnn.host_memory import memory_usage  # noqa: E402
+from _record import append_record, new_record  # noqa: E402
+
+GB = 1e9
+PARTS = ("pyg", "ablation", "models", "alone", "accuracy", "scaling")
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--nodes", type=int, default=111_000_000)
+    p.add_argument("--edges", type=int, default=1_600_000_000)
+    p.add_argument("--features", type=int, default=128)
+    p.add_argument("--classes", type=int, default=172)
+    p.add_argument("--train", type=int, default=1_200_000, help="training seeds")
+    p.add_argument("--val", type=int, default=125_000)
+    p.add_argument("--test", type=int, default=214_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data-dir", default="/tmp/tritongnn-data", help="where the topology is stored")
+    p.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
+    p.add_argument("--batch-size", type=int, default=8000)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--budgets-gb", type=float, nargs="+", default=[24, 0], help="0: no budget")
+    p.add_argument("--warmup", type=int, default=8, help="batches before timing")
+    p.add_argument("--batches", type=int, default=0, help="batches timed (0: a whole epoch)")
+    p.add_argument("--pyg-workers", type=int, nargs="+", default=[0, 8, 16])
+    p.add_argument("--pyg-batches", type=int, default=20)
+    p.add_argument("--models", nargs="+", default=["gcn", "gat"], help="the models part's models")
+    p.add_argument("--acc-steps", type=int, default=60)
+    p.add_argument("--acc-val", type=int, default=20_000)
+    p.add_argument("--acc-seeds", type=int, default=3)
+    p.add_argument("--scaling-batch-sizes", type=int, nargs="*", default=[4000, 8000, 12000])
+    p.add_argument("--scaling-fanouts", nargs="*", default=["10,5", "15,10,5", "10,10,5,5"])
+    p.add_argument("--scaling-budgets-gb", type=float, nargs="*", default=[8, 16, 24, 32, 48])
+    p.add_argument("--out", default=None, help="append the record to this JSON file")
+    p.add_argument("--csv", default=None, help="append one row per configuration")
+    p.add_argument("--png", default=None, help="the scaling figure")
+    p.add_argument("--commit", default=None)
+    return p.parse_args()
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def host_gb() -> dict:
+    usage = memory_usage()
+    return {k: round(v / GB, 2) for k, v in usage.items() if isinstance(v, (int, float))}
+
+
+# ---------------------------------------------------------------- the graph
+
+def load_graph(args, device, nodes=None, edges=None) -> dict:
+    """Topology, labels and splits, from ``--data-dir`` or generated there."""
+    nodes, edges = nodes or args.nodes, edges or args.edges
+    path = Path(args.data_dir) / f"chung_lu_{nodes}_{edges}_{args.classes}_{args.train}_s{args.seed}"
+    names = ("indptr", "indices", "y", "train", "val", "test")
+    start = time.perf_counter()
+    if not (path / "done").exists():
+        path.mkdir(parents=True, exist_ok=True)
+        data = chung_lu(nodes, edges, num_classes=args.classes, num_features=1, train_fraction=args.train / nodes,
+                        val_fraction=args.val / nodes, test_fraction=args.test / nodes, device=device,
+                        seed=args.seed)
+        graph = CSCGraph.from_edge_index(data.edge_index, nodes)  # sorted where the edges are
+        arrays = dict(indptr=graph.indptr, indices=graph.indices, y=data.y,
+                      train=torch.nonzero(data.train_mask).flatten(), val=torch.nonzero(data.val_mask).flatten(),
+                      test=torch.nonzero(data.test_mask).flatten())
+        del data, graph
+        for name in names:
+            np.save(path / f"{name}.npy", arrays.pop(name).cpu().numpy())
+        (path / "done").write_text(json.dumps(dict(seconds=time.perf_counter() - start)))
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        how = "generated on the GPU" if device.type == "cuda" else "generated"
+    else:
+        how = "mapped from disk"
+    out = {name: torch.from_numpy(np.load(path / f"{name}.npy", mmap_mode="r+")) for name in names}
+    out["seconds"], out["how"], out["path"] = time.perf_counter() - start, how, str(path)
+    out["generation_seconds"] = json.loads((path / "done").read_text())["seconds"]
+    return out
+
+
+def features(y, args, device, width=None):
+    """The feature table, made on the GPU into pinned host memory (seconds)."""
+    width = width or args.features
+    start = time.perf_counter()
+    x = torch.empty(y.numel(), width, pin_memory=device.type == "cuda")
+    class_features(y.to(device), args.classes, width, seed=args.seed + 1, out=x)
+    sync(device)
+    return x, time.perf_counter() - start
+
+
+def pyg_data(graph, x, device):
+    """A PyG ``Data`` for our loader: the edges in CSC order on the GPU (the
+    loader's graph build then takes no sort), labels and features as made."""
+    from torch_geometric.data import Data
+    indptr = graph["indptr"].to(device)
+    target = torch.repeat_interleave(torch.arange(indptr.numel() - 1, device=device), indptr.diff())
+    edge_index = torch.stack([graph["indices"].to(device).long(), target])
+    del target, indptr
+    return Data(x=x, y=graph["y"].long(), edge_index=edge_index, num_nodes=graph["y"].numel())
+
+
+# --------------------------------------------------------------- models
+
+def make_model(kind, library, args, device, width=None):
+    """``kind`` in sage/gcn/gat; ``library`` "pyg" or "tritongnn" (its
+    aggregation kernel; GAT has none: PyG's)."""
+    import torch_geometric.nn as pyg_nn
+    import tritongnn.nn as our_nn
+    width = width or args.features
+    torch.manual_seed(0)
+    layers = len(args.num_neighbors)
+    if kind == "gat":
+        model = pyg_nn.GAT(width, 64, num_layers=layers, out_channels=args.classes, heads=8)
+    else:
+        lib = our_nn if library == "tritongnn" else pyg_nn
+        cls = lib.GraphSAGE if kind == "sage" else lib.GCN
+        model = cls(width, args.hidden, num_layers=layers, out_channels=args.classes)
+    model = model.to(device)
+    return model, torch.optim.Adam(model.parameters(), lr=0.003)
+
+
+def train_step(model, optimizer, batch):
+    optimizer.zero_grad(set_to_none=True)
+    out = model(batch.x, batch.edge_index)[:batch.batch_size]
+    loss = F.cross_entropy(out, batch.y[:batch.batch_size])
+    loss.backward()
+    optimizer.step()
+    return loss.item()  # a real loop reads the loss
+
+
+# ----------------------------------------------------------- our loader
+
+def our_loader(data, graph, args, device, batch_size=None, num_neighbors=None, **kwargs):
+    return NeighborLoader(data, num_neighbors or args.num_neighbors, input_nodes=graph["train"],
+                          batch_size=batch_size or args.batch_size, shuffle=True, seed=args.seed,
+                          device=device, **kwargs)
+
+
+def time_epoch(loader, args, device, step=None) -> dict:
+    """Seconds per epoch of ``loader`` (with ``step`` on each batch): the
+    warm-up, then ``--batches`` timed (0: the rest of an epoch), scaled."""
+    per_epoch = len(loader)
+    warm = max(1, min(args.warmup, per_epoch - 1))  # at least one: compilation, first captures
+    timed = per_epoch - warm if not args.batches else args.batches
+    done, start = 0, None
+    while done < warm + timed:  # into the next epoch if --batches asks for more
+        for batch in loader:
+            if step is not None:
+                step(batch)
+            done += 1
+            if done == warm:
+                sync(device)
+                start = time.perf_counter()
+            if done == warm + timed:
+                break
+    sync(device)
+    seconds = time.perf_counter() - start
+    stats = loader.stats
+    return dict(epoch_seconds=seconds * per_epoch / timed, batches_timed=timed, batches_per_epoch=per_epoch,
+                split={k: stats.get(k) for k in ("sampling_seconds", "gather_seconds", "model_seconds",
+                                                   "wait_seconds", "batches")},
+                hits={k: stats[k] for k in ("feature_hit_rate", "adjacency_hit_rate", "static_feature_hit_rate",
+                                            "dynamic_feature_hit_rate") if k in stats},
+                host_gb_per_batch=stats["host_bytes"] / GB / max(1, stats["batches"]) if "host_bytes" in stats
+                else None)
+
+
+def budget_bytes(budget_gb, all_bytes):
+    """``--budgets-gb`` in bytes; 0 (no budget): room for the whole graph."""
+    return int(budget_gb * GB) if budget_gb else int(2 * all_bytes)
+
+
+def ablation_configs(budget_gb, all_bytes):
+    budget = budget_bytes(budget_gb, all_bytes)
+    tag = f"{budget_gb:g} GB" if budget_gb else "no budget"
+    steps = [("UVA, no cache", dict(placement="host"), "pyg"),
+             ("+ dual cache", dict(placement="host", cache_budget=budget), "pyg"),
+             ("+ dynamic cache", dict(dynamic_cache=True), "pyg"),
+             ("+ grouped sampler", dict(sample_kernel="grouped"), "pyg"),
+             ("+ super-batch 8", dict(super_batch=8), "pyg"),
+             ("+ group reuse / reorder 8", dict(reuse="group", reorder_group=8), "pyg"),
+             ("+ Triton aggregation", {}, "tritongnn")]
+    configs, kwargs = [], {}
+    for name, add, library in steps:
+        kwargs = dict(kwargs, **add)
+        configs.append((f"{name} [{tag}]", dict(kwargs), library))
+    return configs
+
+
+RECOMMENDED = dict(placement="host", dynamic_cache=True, super_batch=8)
+
+
+# ----------------------------------------------------------------- PyG
+
+def pyg_sampler(graph, x, args):
+    """PyG's graph on the CPU (edges sorted by target, ``is_sorted``: the
+    one-time CSC build is preprocessing; ``x`` the same pinned table ours
+    reads) and its sampler, or ``(None, None)`` without torch-sparse/pyg-lib."""
+    import torch_geometric.typing
+    if not (torch_geometric.typing.WITH_TORCH_SPARSE or torch_geometric.typing.WITH_PYG_LIB):
+        print("PyG's loader skipped: neither torch-sparse nor pyg-lib is importable", flush=True)
+        return None, None
+    from torch_geometric.data import Data
+    from torch_geometric.sampler import NeighborSampler as PyGNeighborSampler
+    num_nodes = graph["y"].numel()
+    edge_index = torch.empty(2, graph["indices"].numel(), dtype=torch.int64)
+    edge_index[0] = graph["indices"]
+    edge_index[1] = torch.repeat_interleave(torch.arange(num_nodes), graph["indptr"].diff())
+    data_cpu = Data(x=x, y=graph["y"].long(), edge_index=edge_index, num_nodes=num_nodes)
+    return data_cpu, PyGNeighborSampler(data_cpu, args.num_neighbors, is_sorted=True)
+
+
+def cycle(loader):
+    while True:
+        yield from loader
+
+
+def pyg_runs(data_cpu, sampler, graph, args, device, kinds, emit):
+    """PyG's loader for each model in ``kinds``; returns {kind: (default, best) rows}."""
+    from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
+    out = {}
+    for kind in kinds:
+        found = []
+        for workers in args.pyg_workers:
+            for pin in ((False,) if workers == 0 else (False, True)):
+                loader = PyGNeighborLoader(data_cpu, args.num_neighbors, input_nodes=graph["train"],
+                                           batch_size=args.batch_size, shuffle=True, num_workers=workers,
+                                           pin_memory=pin, neighbor_sampler=sampler,
+                                           persistent_workers=workers > 0)
+                model, optimizer = make_model(kind, "pyg", args, device)
+                warm, timed = workers + 2, args.pyg_batches
+                it = cycle(loader)
+                for _ in range(warm):
+                    train_step(model, optimizer, next(it).to(device, non_blocking=pin))
+                sync(device)
+                start = time.perf_counter()
+                for _ in range(timed):
+                    train_step(model, optimizer, next(it).to(device, non_blocking=pin))
+                sync(device)
+                seconds = (time.perf_counter() - start) * len(loader) / timed
+                row = emit(dict(part="pyg", model=kind, name=f"PyG workers={workers} pin_memory={pin}",
+                                epoch_seconds=seconds, batches_timed=timed, batches_per_epoch=len(loader),
+                                note=f"{timed} batches timed after {warm}, scaled to the epoch"))
+                found.append(row)
+                del it, loader, model, optimizer
+                gc.collect()
+        out[kind] = (found[0], min(found, key=lambda r: r["epoch_seconds"]))
+    return out
+
+
+# ----------------------------------------------------------------- main
+
+def main():
+    args = parse_args()
+    device = torch.device(args.device)
+    t0 = time.perf_counter()
+    rows = []
+    commit = args.commit
+
+    def emit(row):
+        row = dict(row, commit=commit)
+        rows.append(row)
+        line = f"{row['part']:9s} {row.get('model', ''):5s} {row['name']:45s} {row['epoch_seconds']:9.2f} s/epoch"
+        if row.get("split"):
+            s = row["split"]
+            line += (f"  sample {s['sampling_seconds']:.2f} gather {s['gather_seconds']:.2f} "
+                     f"model {s['model_seconds']:.2f} wait {s['wait_seconds']:.2f} ({s['batches']} batches)")
+        if row.get("hits"):
+            line += "  hits " + " ".join(f"{k.replace('_hit_rate', '')} {v:.3f}" for k, v in row["hits"].items())
+        print(line, flush=True)
+        if args.out:  # as measured: a run cut short keeps its rows
+            with open(args.out + ".rows", "a") as f:
+                f.write(json.dumps(row) + "\n")
+        return row
+
+    graph = load_graph(args, device)
+    x, x_seconds = features(graph["y"], args, device)
+    num_nodes = graph["y"].numel()
+    graph_bytes = graph["indptr"].numel() * 8 + graph["indices"].numel() * 4
+    settings = dict(nodes=num_nodes, edges=graph["indices"].numel(), features=args.features, classes=args.classes,
+                    train=graph["train"].numel(), val=graph["val"].numel(), test=graph["test"].numel(),
+                    num_neighbors=args.num_neighbors, batch_size=args.batch_size, hidden=args.hidden,
+                    budgets_gb=args.budgets_gb, warmup=args.warmup, batches=args.batches,
+                    graph=f"{graph['how']} in {graph['seconds']:.1f} s (generated in "
+                          f"{graph['generation_seconds']:.1f} s; {graph['path']})",
+                    features_seconds=round(x_seconds, 1), feature_gb=round(x.numel() * 4 / GB, 1),
+                    host_after_graph=host_gb(), parts=args.parts)
+    print(json.dumps(settings), flush=True)
+
+    pyg, data_cpu, sampler = {}, None, None
+    if {"pyg", "models", "accuracy"} & set(args.parts):
+        data_cpu, sampler = pyg_sampler(graph, x, args)
+    if sampler is not None and {"pyg", "models"} & set(args.parts):
+        kinds = (["sage"] if "pyg" in args.parts else []) + \
+            ([k for k in args.models if k != "sage"] if "models" in args.parts else [])
+        pyg = pyg_runs(data_cpu, sampler, graph, args, device, kinds, emit)
+        print(f"host after PyG: {host_gb()}", flush=True)
+
+    data = pyg_data(graph, x, device)
+    profile = None
+
+    def ours(part, name, kwargs, library, kind="sage", batch_size=None, num_neighbors=None, d=None, g=None,
+             extra=None):
+        nonlocal profile
+        d, g = d or data, g or graph
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
+        # one profile for every configuration of the graph, batch size and fanouts it was taken with
+        same = d is data and not num_neighbors and not batch_size
+        if "cache_budget" in kwargs and profile is not None and same:
+            kwargs = dict(kwargs, cache_profile=profile)
+        start = time.perf_counter()
+        loader = our_loader(d, g, args, device, batch_size, num_neighbors, **kwargs)
+        build = time.perf_counter() - start
+        if loader.cache is not None and profile is None and same:
+            profile = loader.cache_profile
+        model, optimizer = make_model(kind, library, args, device, d.x.size(1))
+        row = time_epoch(loader, args, device, lambda b: train_step(model, optimizer, b))
+        row = emit(dict(part=part, model=kind, name=name, library=library, build_seconds=build,
+                        loader={k: v for k, v in kwargs.items() if k != "cache_profile"},
+                        peak_gpu_gb=torch.cuda.max_memory_allocated(device) / GB if device.type == "cuda" else 0.0,
+                        **row, **(extra or {})))
+        return row, loader, model, optimizer
+
+    if "ablation" in args.parts:
+        for budget in args.budgets_gb:
+            for name, kwargs, library in ablation_configs(budget, x.numel() * 4 + graph_bytes):
+                ours("ablation", name, kwargs, library)
+        ours("ablation", "all in GPU memory", dict(placement="device"), "tritongnn")
+
+    if "models" in args.parts:
+        for kind in args.models:
+            library = "pyg" if kind == "gat" else "tritongnn"
+            for budget in args.budgets_gb:
+                b = budget_bytes(budget, x.numel() * 4 + graph_bytes)
+                ours("models", f"recommended [{budget:g} GB]" if budget else "recommended [no budget]",
+                     dict(RECOMMENDED, cache_budget=b), library, kind)
+            ours("models", "all in GPU memory", dict(placement="device"), library, kind)
+
+    if "alone" in args.parts:
+        for kind in ["sage"] + [k for k in args.models if k != "sage"]:
+            library = "pyg" if kind == "gat" else "tritongnn"
+            b = int(args.budgets_gb[0] * GB) if args.budgets_gb[0] else None
+            kwargs = dict(RECOMMENDED, cache_budget=b) if b else dict(placement="device")
+            loader = our_loader(data, graph, args, device, **kwargs)
+            prepared = []
+            for batch in loader:
+                prepared.append(batch)
+                if len(prepared) == 8:
+                    break
+            model, optimizer = make_model(kind, library, args, device)
+            for batch in prepared:
+                train_step(model, optimizer, batch)
+            sync(device)
+            steps = max(len(prepared), args.batches or len(loader))
+            start = time.perf_counter()
+            for i in range(steps):
+                train_step(model, optimizer, prepared[i % len(prepared)])
+            sync(device)
+            emit(dict(part="alone", model=kind, name="model alone (8 batches prepared, cycled)", library=library,
+                      epoch_seconds=(time.perf_counter() - start) * len(loader) / steps, batches_timed=steps,
+                      batches_per_epoch=len(loader)))
+            del loader, prepared, model, optimizer
+
+    if "accuracy" in args.parts:
+        accuracy(args, data, data_cpu, sampler, graph, device, emit)
+
+    if "scaling" in args.parts:
+        scaling(args, data, graph, x, graph_bytes, device, ours)
+
+    # ratios, in this run, against PyG's loader on the same model
+    for row in rows:
+        base = pyg.get(row.get("model"))
+        if base and row["part"] in ("ablation", "models"):
+            row["vs_pyg_default"] = base[0]["epoch_seconds"] / row["epoch_seconds"]
+            row["vs_pyg_best"] = base[1]["epoch_seconds"] / row["epoch_seconds"]
+    alone = {r["model"]: r for r in rows if r["part"] == "alone"}
+    for row in rows:
+        if row["part"] in ("ablation", "models") and row.get("model") in alone:
+            row["vs_model_alone"] = row["epoch_seconds"] / alone[row["model"]]["epoch_seconds"]
+    record = new_record("end_to_end", device, commit, settings=settings, rows=rows,
+                        seconds=time.perf_counter() - t0, host_at_end=host_gb())
+    append_record(args.out, record)
+    write_csv(args.csv, record)
+    if args.png:
+        plot(args.csv, rows, args.png)
+    print(f"\n{record['gpu']}  commit {record['commit']}  {record['date']}  {record['seconds']:.0f} s")
+    print(f"{'part':9s} {'model':5s} {'configuration':45s} {'s/epoch':>8s} {'vs PyG best':>11s} "
+          f"{'vs PyG 0 w.':>11s} {'/ alone':>8s}")
+    for r in rows:
+        def ratio(key):
+            return f"{r[key]:10.2f}x" if r.get(key) else f"{'-':>11s}"
+        print(f"{r['part']:9s} {r.get('model', ''):5s} {r['name'][:45]:45s} {r['epoch_seconds']:8.2f} "
+              f"{ratio('vs_pyg_best')} {ratio('vs_pyg_default')} "
+              f"{(format(r['vs_model_alone'], '7.2f') + 'x') if r.get('vs_model_alone') else '       -'}")
+
+
+def evaluate(model, loader, device, limit):
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for batch in loader:
+            batch = batch.to(device)
+            pred = model(batch.x, batch.edge_index)[:batch.batch_size].argmax(-1)
+            correct += int((pred == batch.y[:batch.batch_size]).sum())
+            total += batch.batch_size
+            if total >= limit:
+                break
+    model.train()
+    return correct / max(1, total)
+
+
+def accuracy(args, data, data_cpu, sampler, graph, device, emit):
+    """GraphSAGE (PyG's model for both), ``--acc-steps`` steps from each
+    seed, then accuracy on the first ``--acc-val`` validation nodes."""
+    val = graph["val"][:args.acc_val]
+    # the batches do not depend on the cache: ours reads everything through UVA here
+    loaders = {"tritongnn": lambda seed, nodes, shuffle: NeighborLoader(
+        data, args.num_neighbors, input_nodes=nodes, batch_size=args.batch_size, shuffle=shuffle, seed=seed,
+        device=device, placement="host")}
+    if sampler is not None:
+        from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
+        workers = max(args.pyg_workers)
+        loaders["pyg"] = lambda seed, nodes, shuffle: PyGNeighborLoader(
+            data_cpu, args.num_neighbors, input_nodes=nodes, batch_size=args.batch_size, shuffle=shuffle,
+            num_workers=workers, neighbor_sampler=sampler)
+    for name, make in loaders.items():
+        scores = []
+        start = time.perf_counter()
+        for seed in range(args.acc_seeds):
+            torch.manual_seed(seed)
+            model, optimizer = make_model("sage", "pyg", args, device)
+            done = 0
+            while done < args.acc_steps:
+                for batch in make(seed, graph["train"], True):
+                    train_step(model, optimizer, batch.to(device))
+                    done += 1
+                    if done == args.acc_steps:
+                        break
+            scores.append(evaluate(model, make(seed, val, False), device, val.numel()))
+        mean, std = float(np.mean(scores)), float(np.std(scores))
+        emit(dict(part="accuracy", model="sage", name=f"{name}: val accuracy {mean:.4f} +- {std:.4f}",
+                  epoch_seconds=float("nan"), accuracy=scores, mean=mean, std=std, steps=args.acc_steps,
+                  seconds=time.perf_counter() - start))
+
+
+def scaling(args, data, graph, x, graph_bytes, device, ours):
+    """Epoch time against batch size, fanouts and budget, and one width
+    point: this run's ``--features`` (other widths: one run each, with nodes
+    and edges scaled so the table stays what the host holds; rows append to
+    the CSV and the figure reads them all)."""
+    base = dict(RECOMMENDED, cache_budget=budget_bytes(args.budgets_gb[0], x.numel() * 4 + graph_bytes))
+    for size in args.scaling_batch_sizes:
+        ours("scaling", f"batch size {size}", base, "tritongnn", batch_size=size,
+             extra=dict(axis="batch_size", value=size))
+    for fanouts in args.scaling_fanouts:
+        f = [int(v) for v in fanouts.split(",")]
+        ours("scaling", f"fanouts {f}", base, "tritongnn", num_neighbors=f, extra=dict(axis="fanouts", value=fanouts))
+    for gb in args.scaling_budgets_gb:
+        ours("scaling", f"budget {gb:g} GB", dict(base, cache_budget=int(gb * GB)), "tritongnn",
+             extra=dict(axis="budget_gb", value=gb))
+    ours("scaling", f"width {args.features} ({graph['y'].numel()} nodes)", base, "tritongnn",
+         extra=dict(axis="width", value=args.features))
+
+
+def write_csv(path, record):
+    if not path:
+        return
+    columns = ["commit", "date", "gpu", "part", "model", "name", "library", "axis", "value", "epoch_seconds",
+               "vs_pyg_best", "vs_pyg_default", "vs_model_alone", "sampling_seconds", "gather_seconds",
+               "model_seconds", "wait_seconds", "feature_hit_rate", "adjacency_hit_rate", "batches_timed",
+               "batches_per_epoch", "peak_gpu_gb"]
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+        w = csv.writer(f)
+        if new:
+            w.writerow(columns)
+        for r in record["rows"]:
+            flat = dict(r, commit=record["commit"], date=record["date"], gpu=record["gpu"], **(r.get("split") or {}),
+                        **(r.get("hits") or {}))
+            w.writerow([flat.get(c, "") for c in columns])
+
+
+def plot(csv_path, rows, path):
+    """Epoch time against each scaling axis: every scaling row of the CSV
+    (all runs: the widths come from runs of their own), else this run's."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    if csv_path and os.path.exists(csv_path):
+        with open(csv_path) as f:
+            rows = [dict(r, epoch_seconds=float(r["epoch_seconds"])) for r in csv.DictReader(f)]
+    latest = {}
+    for r in rows:
+        if r.get("part") == "scaling" and r.get("axis"):
+            latest[r["axis"], str(r["value"])] = r  # a later run's point replaces an earlier one's
+    fig, panels = plt.subplots(1, 4, figsize=(16, 3.8))
+    for axis, ax in zip(["batch_size", "width", "fanouts", "budget_gb"], panels):
+        points = [r for (a, _), r in latest.items() if a == axis]
+        if axis != "fanouts":
+            points.sort(key=lambda r: float(r["value"]))
+        ax.plot(range(len(points)), [r["epoch_seconds"] for r in points], marker="o")
+        ax.set_xticks(range(len(points)), [str(r["value"]) for r in points], rotation=20)
+        ax.set(title=f"epoch time vs {axis}", ylabel="seconds per epoch", ylim=(0, None))
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
