@@ -366,3 +366,38 @@ def test_registered_mapping_is_read_by_the_kernels():
     del x
     gc.collect()  # unregistered, then unmapped: no error, nothing left mapped
     assert not shared_mappings()
+
+
+def test_pinned_empty_without_a_gpu_is_plain_host_memory():
+    from tritongnn.host_memory import pinned_copy, pinned_empty
+    x = pinned_empty((5, 3), torch.float16, "cpu")
+    assert x.shape == (5, 3) and x.dtype == torch.float16 and not x.is_pinned()
+    source = torch.randn(4, 2)
+    assert torch.equal(pinned_copy(source, None), source)
+    assert pinned_empty((0, 7), torch.float32, "cpu").shape == (0, 7)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="cudaHostRegister needs a CUDA GPU")
+def test_pinned_empty_takes_its_own_bytes_and_the_kernels_read_it():
+    # exact bytes, not one of torch's power-of-two pinned blocks; registered,
+    # so the gather reads it through UVA; the loader pins an unpinned x with it
+    from tritongnn import NeighborLoader
+    from tritongnn.host_memory import pinned_copy, pinned_empty
+    from tritongnn.kernels import gather_rows
+    from test_loader import random_data
+    before = torch.cuda.host_memory_stats().get("allocated_bytes.current", 0)
+    x = pinned_empty((3000, 40), torch.float32, "cuda")
+    x.copy_(torch.randn(3000, 40))
+    assert x.is_pinned() and torch.cuda.host_memory_stats().get("allocated_bytes.current", 0) == before
+    ids = torch.randint(0, 3000, (500,), device="cuda")
+    assert torch.equal(gather_rows(x, ids).cpu(), x[ids.cpu()])
+    on_gpu = torch.randn(100, 8, device="cuda")
+    assert torch.equal(pinned_copy(on_gpu, "cuda"), on_gpu.cpu())
+    del x
+    data = random_data()
+    data.x = torch.randn(data.num_nodes, 512)  # far larger than the graph, which torch pins
+    loader = NeighborLoader(data, [3, 2], batch_size=16, placement="host", device="cuda",
+                            share_host_memory=False)
+    assert loader.x.is_pinned() and torch.equal(loader.x, data.x) and loader.x.data_ptr() != data.x.data_ptr()
+    assert torch.cuda.host_memory_stats().get("allocated_bytes.current", 0) - before < data.x.nbytes

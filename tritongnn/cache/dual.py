@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from ..graph import CSCGraph, inverse_permutation
+from ..host_memory import pinned_copy
 from ..kernels import gather_rows
 from .allocator import CachePlan
 from .dynamic import DynamicCache, DynamicCacheConfig
@@ -29,9 +30,9 @@ def _host_table(x: torch.Tensor, device: torch.device) -> torch.Tensor:
     CPU loader), else one pinned copy."""
     if device.type != "cuda":
         return x if x.device.type == "cpu" else x.cpu()
-    if x.device.type == "cpu" and x.is_pinned():
+    if x.device.type == "cpu" and x.is_pinned() and x.is_contiguous():
         return x
-    return torch.empty(x.shape, dtype=x.dtype, pin_memory=True).copy_(x)
+    return pinned_copy(x, device)  # exact bytes, not torch's power-of-two blocks
 
 
 def relabel_tiers(graph: CSCGraph | None, x: torch.Tensor | None, plan: CachePlan, device,
