@@ -67,6 +67,21 @@ def test_host_features_stay_in_user_ids_uncopied(device, dynamic):
     assert torch.equal(data.x, before)
 
 
+def test_whole_table_cached_from_pinned_or_pageable_memory(device):
+    # a budget that holds every row: x renamed onto the device by one UVA
+    # gather (pinned) or in row chunks (pageable), never permuted on the host
+    data = random_data()
+    _, plain = epoch(data, device=device)
+    for pin in ((False, True) if device.type == "cuda" else (False,)):
+        if pin:
+            data.x = data.x.pin_memory()
+        loader, cached = epoch(data, device=device, placement="host", profile_epochs=1,
+                               cache_budget=10**6 * row_bytes(data))
+        assert loader.cache.plan.num_feature == data.num_nodes and loader.x.device.type == device.type
+        for a, b in zip(plain, cached):
+            assert torch.equal(a.x, b.x) and torch.equal(a.n_id, b.n_id)
+
+
 def test_hot_first_cache_beats_its_share(device):
     # With room for 10% of the rows, the profiled cache serves far more than
     # its share of the gathers when the sampled neighbours are skewed (sources drawn

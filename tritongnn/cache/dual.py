@@ -35,6 +35,22 @@ def _host_table(x: torch.Tensor, device: torch.device) -> torch.Tensor:
     return pinned_copy(x, device)  # exact bytes, not torch's power-of-two blocks
 
 
+def _rows_on_device(x: torch.Tensor, order: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``x[order]`` on ``device``, with no permuted copy where ``x`` lives:
+    a host table larger than half the host must not be copied there. From
+    pinned memory one UVA gather; from pageable memory in row chunks."""
+    if device.type != "cuda" or x.device == device:
+        return x[order.to(x.device)].to(device)
+    order = order.to(device)
+    if x.device.type == "cpu" and x.is_pinned() and x.is_contiguous():
+        return gather_rows(x, order)
+    out = torch.empty(x.shape, dtype=x.dtype, device=device)
+    step = max(1, (1 << 28) // max(1, x.size(1) * x.element_size()))  # 256 MB of rows at a time
+    for begin in range(0, x.size(0), step):
+        out[begin:begin + step] = x[order[begin:begin + step].to(x.device)].to(device)
+    return out
+
+
 def relabel_tiers(graph: CSCGraph | None, x: torch.Tensor | None, plan: CachePlan, device,
                   host_empty=None) -> tuple[CSCGraph | None, torch.Tensor | None]:
     """The graph renamed by ``plan.order`` and the features, each where the
@@ -81,8 +97,8 @@ def relabel_tiers(graph: CSCGraph | None, x: torch.Tensor | None, plan: CachePla
     if x is not None:
         if x.size(0) != num_nodes:
             raise ValueError(f"the cache plan orders {num_nodes} nodes, x has {x.size(0)} rows")
-        if plan.num_feature == num_nodes:  # permuted where x lives, then moved: one copy on the GPU
-            relabelled_x = x[plan.order.to(x.device)].to(device)
+        if plan.num_feature == num_nodes:  # every row on the device, in internal ids
+            relabelled_x = _rows_on_device(x, plan.order, device)
         elif host_empty is None:
             relabelled_x = _host_table(x, device)
         else:
