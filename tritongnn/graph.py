@@ -204,8 +204,14 @@ class CSCGraph:
         return self if self.device == device else self._apply(lambda t: t.to(device))
 
     def pin_memory(self) -> "CSCGraph":
-        """A copy in pinned host memory, which GPU kernels read directly (UVA)."""
-        return self if self.is_pinned else self._apply(lambda t: t.cpu().pin_memory())
+        """A copy in pinned host memory, which GPU kernels read directly (UVA):
+        exactly its bytes (``host_memory.pinned_copy``), copied straight from
+        the GPU when it is there."""
+        from .host_memory import pinned_copy
+        if self.is_pinned:
+            return self
+        device = self.device if self.device.type == "cuda" else torch.device("cuda")
+        return self._apply(lambda t: pinned_copy(t, device))
 
     def __repr__(self) -> str:
         where = "pinned host" if self.is_pinned else str(self.device)
