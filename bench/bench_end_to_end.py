@@ -66,13 +66,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tritongnn import CSCGraph, NeighborLoader  # noqa: E402
 from tritongnn.datasets import chung_lu, class_features  # noqa: E402
 from tritongnn.host_memory import memory_usage, pinned_empty  # noqa: E402
 from _record import append_record, new_record  # noqa: E402
+from bench_loader import cycle, train_step  # noqa: E402  (one training step, as the loader benchmark takes it)
 
 GB = 1e9
 PARTS = ("pyg", "ablation", "models", "alone", "accuracy", "scaling")
@@ -196,15 +196,6 @@ def make_model(kind, library, args, device, width=None):
     return model, torch.optim.Adam(model.parameters(), lr=0.003)
 
 
-def train_step(model, optimizer, batch):
-    optimizer.zero_grad(set_to_none=True)
-    out = model(batch.x, batch.edge_index)[:batch.batch_size]
-    loss = F.cross_entropy(out, batch.y[:batch.batch_size])
-    loss.backward()
-    optimizer.step()
-    return loss.item()  # a real loop reads the loss
-
-
 # ----------------------------------------------------------- our loader
 
 def our_loader(data, graph, args, device, batch_size=None, num_neighbors=None, **kwargs):
@@ -285,11 +276,6 @@ def pyg_sampler(graph, x, args):
     edge_index[1] = torch.repeat_interleave(torch.arange(num_nodes), graph["indptr"].diff())
     data_cpu = Data(x=x, y=graph["y"].long(), edge_index=edge_index, num_nodes=num_nodes)
     return data_cpu, PyGNeighborSampler(data_cpu, args.num_neighbors, is_sorted=True)
-
-
-def cycle(loader):
-    while True:
-        yield from loader
 
 
 def pyg_runs(data_cpu, sampler, graph, args, device, kinds, emit):
