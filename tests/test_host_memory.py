@@ -375,6 +375,9 @@ def test_pinned_empty_without_a_gpu_is_plain_host_memory():
     source = torch.randn(4, 2)
     assert torch.equal(pinned_copy(source, None), source)
     assert pinned_empty((0, 7), torch.float32, "cpu").shape == (0, 7)
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+            pinned_empty((2, 2), torch.float32, "cuda")
 
 
 @pytest.mark.gpu

@@ -137,8 +137,12 @@ def pinned_empty(shape, dtype: torch.dtype, device=None) -> torch.Tensor:
     for size in shape:
         numel *= size
     nbytes = numel * dtype.itemsize
-    if device is None or device.type != "cuda" or nbytes == 0:
+    if device is None or device.type != "cuda":
         return torch.empty(shape, dtype=dtype)
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"pinned host memory for {device} needs a CUDA GPU, and none is available")
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype, pin_memory=True)
     mapping = _Mapping(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
                        prot=mmap.PROT_READ | mmap.PROT_WRITE)
     with warnings.catch_warnings():
