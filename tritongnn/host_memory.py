@@ -1,4 +1,5 @@
-"""Host memory: one copy of the loader's host arrays per host, pinned in place.
+"""Host memory: one copy of the loader's host arrays per host, pinned in place;
+exact-size pinned tables (``pinned_empty``).
 
 With ``placement="host"`` the graph (CSC ``indptr``, ``indices``, and
 ``edge_perm`` with edge attributes) and the feature table stay in host memory,
