@@ -33,6 +33,10 @@ def test_from_edge_index_sorted_by_target_takes_no_sort_and_builds_the_same(num_
         assert torch.equal(fast.indices[a:b].sort().values, slow.indices[a:b].sort().values)
     assert torch.equal(edge_index[0, fast.edge_perm], fast.indices.long())
     assert num_edges == 0 or fast.indices.data_ptr() != edge_index.data_ptr()
+    ids32 = edge_index.int()
+    as_int32 = CSCGraph.from_edge_index(ids32, num_nodes)  # int32 ids: still a copy, not a view
+    assert torch.equal(as_int32.indices, fast.indices)
+    assert num_edges == 0 or as_int32.indices.untyped_storage().data_ptr() != ids32.untyped_storage().data_ptr()
 
 
 def test_from_csr_transposes():

@@ -15,7 +15,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from graphs import csc_from_degrees, graphs
 from test_sample import chi_square, chi_square_critical
@@ -90,6 +90,10 @@ def test_grouped_matches_foundation(device, method, replace, case):
         assert (a is None and b is None) or torch.equal(a, b)
 
 
+# On the GPU nearly every example is a new (fanout, d_max, replace, method)
+# and so new compilations: at the gpu profile's 150 examples this one test
+# outlasted 100 s of a 10-minute device call; 40 still meet most of the 168.
+@settings(max_examples=min(40, settings.default.max_examples))
 @given(graph=graphs(max_degree=80), fanout=st.sampled_from([-1, 0, 1, 2, 5, 13, 16]),
        replace=st.booleans(), method=st.sampled_from(GROUPED),
        d_max=st.sampled_from([1, 2, 4, 16, 64, 1024]), data=st.data())

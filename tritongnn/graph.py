@@ -120,8 +120,9 @@ class CSCGraph:
             # already grouped by target (CSC order, e.g. PyG's sort_edge_index(sort_by_row=False)):
             # no sort, whose keys, values and temporaries would take ~4x edge_index on the device
             perm = torch.arange(num_edges, device=device) if keep_edge_perm else None
-            # (int32 ids are a fresh tensor; int64 ones must not alias the caller's)
-            return cls(indptr, src if num_nodes <= _INT32_MAX else src.clone(), perm, validate=False)
+            # a copy in the graph's index dtype: never a view of the caller's edge_index
+            index_dtype = torch.int32 if num_nodes <= _INT32_MAX else torch.int64
+            return cls(indptr, src.to(index_dtype, copy=True), perm, validate=False)
         perm = torch.argsort(dst, stable=True)  # stable: parallel edges keep their order
         return cls(indptr, src[perm], perm if keep_edge_perm else None, validate=False)
 
