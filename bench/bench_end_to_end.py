@@ -41,7 +41,9 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   --scaling-batch-sizes --scaling-fanouts --scaling-budgets-gb``); rows
   append to the CSV and ``--png`` draws every row of it.
 
-Every tritongnn configuration runs ``--warmup`` batches, then times
+Every model trains with PyG's layer-wise trimming
+(``num_sampled_nodes_per_hop``), whichever loader feeds it. Every tritongnn
+configuration runs ``--warmup`` batches, then times
 ``--batches`` batches (0: one whole epoch) and scales to the epoch; its row
 gives seconds per epoch, the split (sampling, gather, model, waiting for
 batches), hit rates and host bytes (``loader.stats``).
@@ -97,7 +99,10 @@ def parse_args():
     p.add_argument("--budgets-gb", type=float, nargs="+", default=[24, 0], help="0: no budget")
     p.add_argument("--warmup", type=int, default=8, help="batches before timing")
     p.add_argument("--batches", type=int, default=0, help="batches timed (0: a whole epoch)")
-    p.add_argument("--pyg-workers", type=int, nargs="+", default=[0, 8, 16])
+    # a batch's features are ~2 GB here: 16 workers x 2 prefetched batches would
+    # hold 64 GB next to the 57 GB table and PyG's 26 GB of edges
+    p.add_argument("--pyg-workers", type=int, nargs="+", default=[0, 4, 8])
+    p.add_argument("--pyg-prefetch", type=int, default=1, help="DataLoader prefetch_factor per worker")
     p.add_argument("--pyg-batches", type=int, default=20)
     p.add_argument("--models", nargs="+", default=["gcn", "gat"], help="the models part's models")
     p.add_argument("--acc-steps", type=int, default=60)
@@ -289,16 +294,17 @@ def pyg_runs(data_cpu, sampler, graph, args, device, kinds, emit):
                 loader = PyGNeighborLoader(data_cpu, args.num_neighbors, input_nodes=graph["train"],
                                            batch_size=args.batch_size, shuffle=True, num_workers=workers,
                                            pin_memory=pin, neighbor_sampler=sampler,
-                                           persistent_workers=workers > 0)
+                                           persistent_workers=workers > 0,
+                                           **(dict(prefetch_factor=args.pyg_prefetch) if workers else {}))
                 model, optimizer = make_model(kind, "pyg", args, device)
                 warm, timed = workers + 2, args.pyg_batches
                 it = cycle(loader)
                 for _ in range(warm):
-                    train_step(model, optimizer, next(it).to(device, non_blocking=pin))
+                    train_step(model, optimizer, next(it).to(device, non_blocking=pin), trim=True)
                 sync(device)
                 start = time.perf_counter()
                 for _ in range(timed):
-                    train_step(model, optimizer, next(it).to(device, non_blocking=pin))
+                    train_step(model, optimizer, next(it).to(device, non_blocking=pin), trim=True)
                 sync(device)
                 seconds = (time.perf_counter() - start) * len(loader) / timed
                 row = emit(dict(part="pyg", model=kind, name=f"PyG workers={workers} pin_memory={pin}",
@@ -383,7 +389,7 @@ def main():
         if loader.cache is not None and profile is None and same:
             profile = loader.cache_profile
         model, optimizer = make_model(kind, library, args, device, d.x.size(1))
-        row = time_epoch(loader, args, device, lambda b: train_step(model, optimizer, b))
+        row = time_epoch(loader, args, device, lambda b: train_step(model, optimizer, b, trim=True))
         row = emit(dict(part=part, model=kind, name=name, library=library, build_seconds=build,
                         loader={k: v for k, v in kwargs.items() if k != "cache_profile"},
                         peak_gpu_gb=torch.cuda.max_memory_allocated(device) / GB if device.type == "cuda" else 0.0,
@@ -418,12 +424,12 @@ def main():
                     break
             model, optimizer = make_model(kind, library, args, device)
             for batch in prepared:
-                train_step(model, optimizer, batch)
+                train_step(model, optimizer, batch, trim=True)
             sync(device)
             steps = max(len(prepared), args.batches or len(loader))
             start = time.perf_counter()
             for i in range(steps):
-                train_step(model, optimizer, prepared[i % len(prepared)])
+                train_step(model, optimizer, prepared[i % len(prepared)], trim=True)
             sync(device)
             emit(dict(part="alone", model=kind, name="model alone (8 batches prepared, cycled)", library=library,
                       epoch_seconds=(time.perf_counter() - start) * len(loader) / steps, batches_timed=steps,
@@ -491,7 +497,8 @@ def accuracy(args, data, data_cpu, sampler, graph, device, emit):
         workers = max(args.pyg_workers)
         loaders["pyg"] = lambda seed, nodes, shuffle: PyGNeighborLoader(
             data_cpu, args.num_neighbors, input_nodes=nodes, batch_size=args.batch_size, shuffle=shuffle,
-            num_workers=workers, neighbor_sampler=sampler)
+            num_workers=workers, neighbor_sampler=sampler,
+            **(dict(prefetch_factor=args.pyg_prefetch) if workers else {}))
     for name, make in loaders.items():
         scores = []
         start = time.perf_counter()
@@ -501,7 +508,7 @@ def accuracy(args, data, data_cpu, sampler, graph, device, emit):
             done = 0
             while done < args.acc_steps:
                 for batch in make(seed, graph["train"], True):
-                    train_step(model, optimizer, batch.to(device))
+                    train_step(model, optimizer, batch.to(device), trim=True)
                     done += 1
                     if done == args.acc_steps:
                         break

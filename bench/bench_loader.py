@@ -70,9 +70,13 @@ def make_model(num_features, num_classes, device):
     return model, torch.optim.Adam(model.parameters(), lr=0.003)
 
 
-def train_step(model, optimizer, batch):
+def train_step(model, optimizer, batch, trim=False):
+    """One step; with ``trim``, PyG's layer-wise trimming (layer l computes
+    only the nodes the later layers read: ``num_sampled_nodes_per_hop``)."""
     optimizer.zero_grad(set_to_none=True)
-    out = model(batch.x, batch.edge_index)[:batch.batch_size]
+    kwargs = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                  num_sampled_edges_per_hop=batch.num_sampled_edges) if trim else {}
+    out = model(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
     loss = F.cross_entropy(out, batch.y[:batch.batch_size])
     loss.backward()
     optimizer.step()
