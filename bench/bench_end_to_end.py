@@ -48,10 +48,21 @@ configuration runs ``--warmup`` batches, then times
 gives seconds per epoch, the split (sampling, gather, model, waiting for
 batches), hit rates and host bytes (``loader.stats``).
 
-Usage (GPU machine; PyG's baseline needs ../shared/wheels)::
+Usage (GPU machine; PyG's baseline needs ../shared/wheels). Each call
+regenerates the topology unless the machine kept ``--data-dir`` (about a
+minute), then runs its parts; at this scale one 10-minute call holds about
+one of these (rows append to the same JSON and CSV)::
 
-    python bench/bench_end_to_end.py --parts pyg ablation --out bench/results/end_to_end.json \\
-        --csv bench/results/end_to_end.csv
+    E2E="python bench/bench_end_to_end.py --out bench/results/end_to_end.json --csv bench/results/end_to_end.csv"
+    $E2E --parts pyg
+    $E2E --parts ablation --budgets-gb 24 --batches 40
+    $E2E --parts ablation --budgets-gb 0 --batches 40
+    $E2E --parts models alone --batches 40
+    $E2E --parts accuracy
+    $E2E --parts scaling --batches 40 --png bench/results/end_to_end_scaling.png
+
+The ratios to PyG's loader are computed within a run: give ``--parts pyg``
+with the part compared, or read them off the CSV of consecutive runs.
 
 ``--device cpu --nodes 20000 --edges 200000`` is a smoke test of the script.
 """
