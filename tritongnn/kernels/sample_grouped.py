@@ -35,8 +35,8 @@ bit for bit, and the distribution tests of the foundation carry over (and
 are repeated on this kernel).
 
 Why staging could pay, and why it may not. Measured on an H200
-(``bench/results/README.md``): 0.70-1.13x the foundation kernel with
-adjacency in GPU memory, 1.01-1.18x through UVA; Nsight Compute shows twice
+(``bench/results/README.md``): 0.67-1.13x the foundation kernel's speed
+with adjacency in GPU memory, 0.98-1.18x through UVA; Nsight Compute shows twice
 the useful bytes per sector and 10-15x fewer sectors per request, but the
 foundation kernel is not bound by requests, so the loader keeps it.
 
