@@ -46,3 +46,30 @@ def test_train_example_under_torchrun_with_gloo(tmp_path):
     assert out.count("final test accuracy") == 1
     accuracy = float(out.rsplit("Cora", 1)[1])
     assert accuracy > 0.6
+
+
+def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
+    # the papers100M-scale script, end to end on a tiny graph (the CPU's torch
+    # path, not the interpreter: the script is under test here, not the kernels):
+    # every part runs and writes its rows, so a GPU session spends no time on it
+    out, table = tmp_path / "e2e.json", tmp_path / "e2e.csv"
+    run = subprocess.run([sys.executable, "bench/bench_end_to_end.py", "--device", "cpu", "--nodes", "3000",
+                          "--edges", "20000", "--classes", "8", "--train", "400", "--val", "100", "--test", "100",
+                          "--batch-size", "64", "--num-neighbors", "4", "3", "--budgets-gb", "0.0001", "0",
+                          "--warmup", "1", "--batches", "2", "--models", "gcn", "gat", "--acc-steps", "2",
+                          "--acc-val", "50", "--acc-seeds", "1", "--scaling-batch-sizes", "32",
+                          "--scaling-fanouts", "3,2", "--scaling-budgets-gb", "0.0001",
+                          "--data-dir", str(tmp_path / "data"), "--out", str(out), "--csv", str(table)],
+                         capture_output=True, text=True, timeout=600,
+                         cwd=os.path.join(os.path.dirname(__file__), ".."),
+                         env={**{k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"},
+                              "PYTHONPATH": os.path.join(os.path.dirname(__file__), "..")})  # the torch path: quick
+    assert run.returncode == 0, run.stderr[-3000:]
+    import json
+    record = json.loads(out.read_text().splitlines()[-1])
+    parts = {r["part"] for r in record["rows"]}
+    assert parts == {"ablation", "models", "alone", "accuracy", "scaling"}  # pyg: no torch-sparse here
+    ablation = [r for r in record["rows"] if r["part"] == "ablation"]
+    assert len(ablation) == 2 * 7 + 1 and all(r["epoch_seconds"] > 0 for r in ablation)
+    assert {r["model"] for r in record["rows"] if r["part"] == "models"} == {"gcn", "gat"}
+    assert len(table.read_text().splitlines()) == 1 + len(record["rows"])
