@@ -3,6 +3,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tritongnn.examples import train
 from tritongnn.kernels._launch import reference_on_cpu
 
@@ -48,23 +50,43 @@ def test_train_example_under_torchrun_with_gloo(tmp_path):
     assert accuracy > 0.6
 
 
-def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
-    # the papers100M-scale script, end to end on a tiny graph (the CPU's torch
-    # path, not the interpreter: the script is under test here, not the kernels):
-    # every part runs and writes its rows, so a GPU session spends no time on it
-    out, table = tmp_path / "e2e.json", tmp_path / "e2e.csv"
-    run = subprocess.run([sys.executable, "bench/bench_end_to_end.py", "--device", "cpu", "--nodes", "3000",
-                          "--edges", "20000", "--classes", "8", "--train", "400", "--val", "100", "--test", "100",
-                          "--batch-size", "64", "--num-neighbors", "4", "3", "--budgets-gb", "0.0001", "0",
-                          "--warmup", "1", "--batches", "2", "--models", "gcn", "gat", "--acc-steps", "2",
-                          "--acc-val", "50", "--acc-seeds", "1", "--scaling-batch-sizes", "32",
-                          "--scaling-fanouts", "3,2", "--scaling-budgets-gb", "0.0001",
-                          "--data-dir", str(tmp_path / "data"), "--out", str(out), "--csv", str(table)],
-                         capture_output=True, text=True, timeout=600,
-                         cwd=os.path.join(os.path.dirname(__file__), ".."),
-                         env={**{k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"},
-                              "PYTHONPATH": os.path.join(os.path.dirname(__file__), "..")})  # the torch path: quick
+def run_bench(script, args):
+    """A benchmark script's smoke test on the CPU (its torch path unless the
+    script asks for the interpreter), from the checkout root."""
+    root = os.path.join(os.path.dirname(__file__), "..")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = root
+    run = subprocess.run([sys.executable, f"bench/{script}", "--device", "cpu", *args], capture_output=True,
+                         text=True, timeout=600, cwd=root, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
+@pytest.mark.parametrize("script, args", [
+    ("bench_cache.py", ["--nodes", "3000", "--edges", "30000", "--budgets-gb", "0.0002", "--sweep-gb", "0.0001",
+                        "--epochs", "1", "--profile-epochs", "1", "--reuse"]),
+    ("bench_super_batch.py", ["--graphs", "chung_lu", "--ks", "1", "2"]),
+    ("bench_sampler_kernel.py", ["--d-max", "16", "--foundation-block-nodes", "--cnr2000", "/nonexistent"]),
+])
+def test_benchmark_scripts_run_on_the_cpu(tmp_path, script, args):
+    # the scripts a GPU session runs: a broken one would cost a device call
+    out = tmp_path / "record.json"
+    run_bench(script, [*args, "--out", str(out)])
+    import json
+    record = json.loads(out.read_text().splitlines()[-1])
+    assert record["rows"], script
+
+
+def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
+    # the papers100M-scale script, end to end on a tiny graph: every part runs
+    # and writes its rows
+    out, table = tmp_path / "e2e.json", tmp_path / "e2e.csv"
+    run_bench("bench_end_to_end.py", [
+        "--nodes", "3000", "--edges", "20000", "--classes", "8", "--train", "400", "--val", "100", "--test", "100",
+        "--batch-size", "64", "--num-neighbors", "4", "3", "--budgets-gb", "0.0001", "0", "--warmup", "1",
+        "--batches", "2", "--models", "gcn", "gat", "--acc-steps", "2", "--acc-val", "50", "--acc-seeds", "1",
+        "--scaling-batch-sizes", "32", "--scaling-fanouts", "3,2", "--scaling-budgets-gb", "0.0001",
+        "--data-dir", str(tmp_path / "data"), "--out", str(out), "--csv", str(table)])
     import json
     record = json.loads(out.read_text().splitlines()[-1])
     parts = {r["part"] for r in record["rows"]}
