@@ -198,7 +198,7 @@ def _worker(rank, world_size, init, out_dir, device, job):
                                  if os.stat(p).st_ino in inodes]
             del loader, shared
             gc.collect()
-            if device == "cuda":  # torch's pinned-block cache (the private loader's copies) counts as Shmem
+            if device == "cuda":  # blocks torch pinned and keeps cached count as Shmem on the GPU machine
                 torch.cuda.synchronize()
                 empty = getattr(torch._C, "_host_emptyCache", None) or torch._C._accelerator_emptyHostCache
                 empty()
@@ -299,9 +299,10 @@ def check_two_ranks(ranks):
     # 1.64 copies measured there at cf91ccd, two copies would be 2.0)
     assert 0.9 * copy_bytes < zero["shmem_growth"] < (1.5 if zero.get("pinned") is None else 1.8) * copy_bytes
     assert one["anon_growth"] < 0.5 * x_bytes
-    # torch's pinned-block cache may keep the private loader's freed blocks
-    # (Shmem on the GPU machine): none may still be allocated, and what it
-    # caches is not ours to count
+    # torch's pinned-block cache may keep freed blocks (Shmem on the GPU
+    # machine; 17.6 MB measured at a355e12, when the private loader still
+    # pinned through torch): none may still be allocated, and what it caches
+    # is not ours to count
     stats = zero.get("pinned_stats", {})
     assert stats.get("allocated_bytes.current", 0) == 0, stats
     cached = stats.get("active_bytes.current", 0) - stats.get("allocated_bytes.current", 0)
@@ -399,8 +400,9 @@ def test_pinned_empty_takes_its_own_bytes_and_the_kernels_read_it():
     assert torch.equal(pinned_copy(on_gpu, "cuda"), on_gpu.cpu())
     del x
     data = random_data()
-    data.x = torch.randn(data.num_nodes, 512)  # far larger than the graph, which torch pins
+    data.x = torch.randn(data.num_nodes, 512)
     loader = NeighborLoader(data, [3, 2], batch_size=16, placement="host", device="cuda",
                             share_host_memory=False)
     assert loader.x.is_pinned() and torch.equal(loader.x, data.x) and loader.x.data_ptr() != data.x.data_ptr()
-    assert torch.cuda.host_memory_stats().get("allocated_bytes.current", 0) - before < data.x.nbytes
+    # neither x nor the graph went through torch's pinned allocator
+    assert torch.cuda.host_memory_stats().get("allocated_bytes.current", 0) == before
