@@ -402,7 +402,8 @@ def class_features(
         ``[N, F]`` features: ``out``, or a new tensor on ``y``'s device.
 
     Example:
-        >>> x = class_features(y.cuda(), 172, 128, out=torch.empty(len(y), 128, pin_memory=True))
+        >>> from tritongnn.host_memory import pinned_empty
+        >>> x = class_features(y.cuda(), 172, 128, out=pinned_empty((len(y), 128), torch.float32, "cuda"))
     """
     _check_positive_int("num_classes", num_classes)
     _check_positive_int("num_features", num_features)
