@@ -164,6 +164,14 @@ def pinned_copy(tensor: torch.Tensor, device=None) -> torch.Tensor:
     return pinned_empty(tensor.shape, tensor.dtype, device).copy_(tensor)
 
 
+def as_pinned(tensor: torch.Tensor, device) -> torch.Tensor:
+    """``tensor`` itself when it already is contiguous pinned host memory,
+    else a ``pinned_copy``: what a kernel on ``device`` reads through UVA."""
+    if tensor.device.type == "cpu" and tensor.is_pinned() and tensor.is_contiguous():
+        return tensor
+    return pinned_copy(tensor, device)  # exact bytes, not torch's power-of-two blocks
+
+
 def _map(path: str, shape, dtype: torch.dtype, create: bool, pin_device: torch.device | None) -> torch.Tensor:
     """``[shape]`` ``dtype`` tensor over the file at ``path``, shared with
     every other mapping of it; the file is created (and its memory reserved)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from ..graph import CSCGraph, inverse_permutation
-from ..host_memory import pinned_copy
+from ..host_memory import as_pinned
 from ..kernels import gather_rows
 from .allocator import CachePlan
 from .dynamic import DynamicCache, DynamicCacheConfig
@@ -30,9 +30,7 @@ def _host_table(x: torch.Tensor, device: torch.device) -> torch.Tensor:
     CPU loader), else one pinned copy."""
     if device.type != "cuda":
         return x if x.device.type == "cpu" else x.cpu()
-    if x.device.type == "cpu" and x.is_pinned() and x.is_contiguous():
-        return x
-    return pinned_copy(x, device)  # exact bytes, not torch's power-of-two blocks
+    return as_pinned(x, device)
 
 
 def _rows_on_device(x: torch.Tensor, order: torch.Tensor, device: torch.device) -> torch.Tensor:

@@ -40,7 +40,7 @@ from ..cache.profile import AccessProfile, profile_accesses
 from ..cache.reorder import MatchReorder, check_group
 from ..cache.reuse import BatchReuse, GroupReuse
 from ..graph import CSCGraph
-from ..host_memory import HostGroup, SharedHostArrays, pinned_copy
+from ..host_memory import HostGroup, SharedHostArrays, as_pinned
 from ..kernels import gather_rows
 from ..kernels.sample import METHODS as SAMPLE_METHODS
 from .sampler import NeighborSampler, check_num_neighbors
@@ -608,9 +608,7 @@ class NeighborLoader:
 
     def _place(self, x: torch.Tensor) -> torch.Tensor:
         if self.placement == "host" and self.device.type == "cuda":
-            if x.device.type == "cpu" and x.is_pinned() and x.is_contiguous():
-                return x
-            return pinned_copy(x, self.device)  # exact bytes, not torch's power-of-two blocks
+            return as_pinned(x, self.device)
         return x.to(self.device).contiguous()
 
     def __len__(self) -> int:
