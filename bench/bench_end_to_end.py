@@ -358,7 +358,7 @@ def main():
     graph = load_graph(args, device)
     x, x_seconds = features(graph["y"], args, device)
     num_nodes = graph["y"].numel()
-    graph_bytes = graph["indptr"].numel() * 8 + graph["indices"].numel() * 4
+    all_bytes = x.nbytes + graph["indptr"].nbytes + graph["indices"].nbytes  # what "no budget" must hold
     settings = dict(nodes=num_nodes, edges=graph["indices"].numel(), features=args.features, classes=args.classes,
                     train=graph["train"].numel(), val=graph["val"].numel(), test=graph["test"].numel(),
                     num_neighbors=args.num_neighbors, batch_size=args.batch_size, hidden=args.hidden,
@@ -411,7 +411,7 @@ def main():
 
     if "ablation" in args.parts:
         for budget in args.budgets_gb:
-            for name, kwargs, library in ablation_configs(budget, x.numel() * 4 + graph_bytes):
+            for name, kwargs, library in ablation_configs(budget, all_bytes):
                 ours("ablation", name, kwargs, library)
         ours("ablation", "all in GPU memory", dict(placement="device"), "tritongnn")
 
@@ -419,7 +419,7 @@ def main():
         for kind in args.models:
             library = "pyg" if kind == "gat" else "tritongnn"
             for budget in args.budgets_gb:
-                b = budget_bytes(budget, x.numel() * 4 + graph_bytes)
+                b = budget_bytes(budget, all_bytes)
                 ours("models", f"recommended [{budget:g} GB]" if budget else "recommended [no budget]",
                      dict(RECOMMENDED, cache_budget=b), library, kind)
             ours("models", "all in GPU memory", dict(placement="device"), library, kind)
@@ -453,7 +453,7 @@ def main():
         accuracy(args, data, data_cpu, sampler, graph, device, emit)
 
     if "scaling" in args.parts:
-        scaling(args, data, graph, x, graph_bytes, device, ours)
+        scaling(args, graph, all_bytes, ours)
 
     # ratios, in this run, against PyG's loader on the same model
     for row in rows:
@@ -532,12 +532,12 @@ def accuracy(args, data, data_cpu, sampler, graph, device, emit):
                   seconds=time.perf_counter() - start))
 
 
-def scaling(args, data, graph, x, graph_bytes, device, ours):
+def scaling(args, graph, all_bytes, ours):
     """Epoch time against batch size, fanouts and budget, and one width
     point: this run's ``--features`` (other widths: one run each, with nodes
     and edges scaled so the table stays what the host holds; rows append to
     the CSV and the figure reads them all)."""
-    base = dict(RECOMMENDED, cache_budget=budget_bytes(args.budgets_gb[0], x.numel() * 4 + graph_bytes))
+    base = dict(RECOMMENDED, cache_budget=budget_bytes(args.budgets_gb[0], all_bytes))
     for size in args.scaling_batch_sizes:
         ours("scaling", f"batch size {size}", base, "tritongnn", batch_size=size,
              extra=dict(axis="batch_size", value=size))
