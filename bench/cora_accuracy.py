@@ -1,4 +1,6 @@
-"""Cora test accuracy: tritongnn.NeighborLoader against PyG's NeighborLoader.
+"""Test accuracy on a real graph (Cora by default, or any npz of
+../shared/data with labels and a split, e.g. twitch_de.npz):
+tritongnn.NeighborLoader against PyG's NeighborLoader.
 
 Same model, optimiser, epochs, fanouts and batch size; several seeds each;
 mean and standard deviation of the test accuracy at the last epoch. PyG's
@@ -7,6 +9,8 @@ loader needs torch-sparse or pyg-lib (on the GPU machine: ../shared/wheels).
 Usage::
 
     python bench/cora_accuracy.py --seeds 5 --out bench/results/cora_accuracy.json
+    python bench/cora_accuracy.py --data ../shared/data/twitch_de.npz --batch-size 256 --seeds 3 \
+        --out bench/results/cora_accuracy.json
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from torch_geometric.nn import GraphSAGE
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tritongnn import NeighborLoader  # noqa: E402
-from tritongnn.datasets import cora  # noqa: E402
+from tritongnn.datasets import cora, load_npz  # noqa: E402
 from _record import append_record, new_record  # noqa: E402
 
 
@@ -31,7 +35,7 @@ def run(loader_cls, data, seed, args, device):
     train = loader_cls(data, args.num_neighbors, input_nodes=data.train_mask, batch_size=args.batch_size,
                        shuffle=True, **kwargs)
     test = loader_cls(data, args.num_neighbors, input_nodes=data.test_mask, batch_size=1000, **kwargs)
-    model = GraphSAGE(data.num_features, 64, 2, 7, dropout=0.5).to(device)
+    model = GraphSAGE(data.num_features, 64, 2, int(data.y.max()) + 1, dropout=0.5).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
     for _ in range(args.epochs):
         model.train()
@@ -53,6 +57,7 @@ def run(loader_cls, data, seed, args, device):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", default=None, help="an npz of ../shared/data (default: Cora, shipped)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -62,7 +67,8 @@ def main():
                         help="commit measured (default: git rev-parse of this checkout)")
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    data = cora()
+    data = cora() if args.data is None else load_npz(args.data)
+    name = "cora" if args.data is None else os.path.basename(args.data).removesuffix(".npz")
     from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
     results = {}
     for name, cls in (("tritongnn", NeighborLoader), ("PyG", PyGNeighborLoader)):
@@ -71,12 +77,12 @@ def main():
         except ImportError as error:  # PyG without torch-sparse / pyg-lib
             print(f"{name}: skipped ({error})")
     record = new_record("cora_accuracy", device, args.commit, device_kind=str(device),
-                        settings=vars(args) | dict(model="GraphSAGE 1433-64-7, dropout 0.5, Adam lr 0.01 "
-                                                         "wd 5e-4"),
+                        settings=vars(args) | dict(dataset=name, model=f"GraphSAGE {data.num_features}-64-"
+                                                         f"{int(data.y.max()) + 1}, dropout 0.5, Adam lr 0.01 wd 5e-4"),
                         accuracy=results)
     append_record(args.out, record)
     for name, accs in results.items():
-        print(f"{name:10s} test accuracy {statistics.mean(accs):.4f} +- "
+        print(f"{name:10s} {args.data or 'cora'} test accuracy {statistics.mean(accs):.4f} +- "
               f"{statistics.stdev(accs) if len(accs) > 1 else float('nan'):.4f} "
               f"over {len(accs)} seeds: {[round(a, 3) for a in accs]}")
     if len(results) == 2:

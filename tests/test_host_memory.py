@@ -15,6 +15,7 @@ import os
 import time
 import uuid
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -183,7 +184,12 @@ def _worker(rank, world_size, init, out_dir, device, job):
             if device == "cuda":
                 out["pinned"] = loader.x.is_pinned() and loader.graph.indices.is_pinned()
             shared = epoch(loader)
-            out["equal"] = same_batches(shared, epoch(NeighborLoader(data, **args, share_host_memory=False)))
+            private = NeighborLoader(data, **args, share_host_memory=False)
+            arrays = [weakref.ref(t) for owner in (loader, private)  # the loaders' own, not the user's x
+                      for t in (owner.x, owner.graph.indptr, owner.graph.indices) if t.data_ptr() != data.x.data_ptr()]
+            out["arrays_tracked"] = len(arrays)
+            out["equal"] = same_batches(shared, epoch(private))
+            del private
             # one copy: what rank 1 writes, rank 0 reads; the user's x is untouched
             value = float(loader.x[5, 7])
             dist.barrier()
@@ -203,8 +209,7 @@ def _worker(rank, world_size, init, out_dir, device, job):
                 empty = getattr(torch._C, "_host_emptyCache", None) or torch._C._accelerator_emptyHostCache
                 empty()
             out["maps_after_release"] = shared_mappings()
-            dist.barrier()
-            out["shmem_after_release"] = memory_usage()["host_shmem"] - before["host_shmem"]
+            out["arrays_alive_after_release"] = sum(ref() is not None for ref in arrays)
             if device == "cuda":
                 out["pinned_stats"] = {k: v for k, v in torch.cuda.host_memory_stats().items()
                                        if "current" in k}
@@ -299,14 +304,14 @@ def check_two_ranks(ranks):
     # 1.64 copies measured there at cf91ccd, two copies would be 2.0)
     assert 0.9 * copy_bytes < zero["shmem_growth"] < (1.5 if zero.get("pinned") is None else 1.8) * copy_bytes
     assert one["anon_growth"] < 0.5 * x_bytes
-    # torch's pinned-block cache may keep freed blocks (Shmem on the GPU
-    # machine; 17.6 MB measured at a355e12, when the private loader still
-    # pinned through torch): none may still be allocated, and what it caches
-    # is not ours to count
-    stats = zero.get("pinned_stats", {})
-    assert stats.get("allocated_bytes.current", 0) == 0, stats
-    cached = stats.get("active_bytes.current", 0) - stats.get("allocated_bytes.current", 0)
-    assert zero["shmem_after_release"] - cached < 0.5 * copy_bytes, (zero["shmem_after_release"], stats)
+    # the shared and the private loaders' host arrays are gone with them, and
+    # none of torch's pinned blocks is still allocated. (The host's Shmem is
+    # not the measure here: on the GPU machine the driver keeps pinned
+    # staging buffers of its own there, 8.7 MB after a private loader whose
+    # arrays were all freed, measured at 4585e17.)
+    for r in ranks:
+        assert r["arrays_tracked"] >= 5 and r["arrays_alive_after_release"] == 0
+        assert r.get("pinned_stats", {}).get("allocated_bytes.current", 0) == 0, r.get("pinned_stats")
     for rows in (20, 10**6):
         num_adjacency, num_feature = zero[f"cache{rows}"]["plan"]
         # shared: the relabelled tiers the plan leaves in host memory (the
