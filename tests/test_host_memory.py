@@ -411,3 +411,21 @@ def test_pinned_empty_takes_its_own_bytes_and_the_kernels_read_it():
     assert loader.x.is_pinned() and torch.equal(loader.x, data.x) and loader.x.data_ptr() != data.x.data_ptr()
     # x did not go through torch's pinned allocator (small staging buffers may)
     assert torch.cuda.host_memory_stats().get("allocated_bytes.current", 0) - before < data.x.nbytes // 4
+
+
+def _write_in_child(x):
+    x[0, 0] = 42.0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="cudaHostRegister needs a CUDA GPU")
+def test_pinned_empty_is_shared_with_forked_workers():
+    # a DataLoader worker forked over a pinned table maps the same pages: a
+    # private mapping's pinned pages would be copied at fork, whole
+    from tritongnn.host_memory import pinned_empty
+    x = pinned_empty((1000, 64), torch.float32, "cuda")
+    x.zero_()
+    child = mp.get_context("fork").Process(target=_write_in_child, args=(x,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0 and float(x[0, 0]) == 42.0

@@ -121,7 +121,8 @@ class _Mapping(mmap.mmap):
 
 def pinned_empty(shape, dtype: torch.dtype, device=None) -> torch.Tensor:
     """An uninitialised host tensor page-locked for ``device`` (a GPU) that
-    takes exactly its own bytes: anonymous memory registered in place with
+    takes exactly its own bytes: anonymous shared memory (forked workers
+    read the same pages, with no copy) registered in place with
     ``cudaHostRegister`` (unregistered and freed with the last tensor viewing
     it). ``torch.empty(..., pin_memory=True)`` and ``.pin_memory()`` go
     through torch's caching host allocator, which rounds every block up to a
@@ -144,7 +145,10 @@ def pinned_empty(shape, dtype: torch.dtype, device=None) -> torch.Tensor:
         raise RuntimeError(f"pinned host memory for {device} needs a CUDA GPU, and none is available")
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype, pin_memory=True)
-    mapping = _Mapping(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+    # Shared, not private: a forked process (a DataLoader worker) maps the
+    # same pages. Pinned pages of a private mapping are copied eagerly at
+    # fork, so 8 workers over a 57 GB private table asked for 8 x 57 GB.
+    mapping = _Mapping(-1, nbytes, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS,
                        prot=mmap.PROT_READ | mmap.PROT_WRITE)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # frombuffer's "non-writable" warning cannot apply: it is writable
