@@ -130,6 +130,12 @@ def parse_args():
     p.add_argument("--csv", default=None, help="append one row per configuration")
     p.add_argument("--png", default=None, help="the scaling figure")
     p.add_argument("--commit", default=None)
+    p.add_argument("--from-rows", nargs="+", default=None,
+                   help="run nothing: make the record of runs cut short from their .rows files")
+    p.add_argument("--gpu", default=None, help="with --from-rows: the runs' GPU")
+    p.add_argument("--date", default=None, help="with --from-rows: the runs' date")
+    p.add_argument("--torch", default=None, help="with --from-rows: the runs' torch version")
+    p.add_argument("--note", default=None, help="with --from-rows: how the runs ended")
     return p.parse_args()
 
 
@@ -230,7 +236,7 @@ def time_epoch(loader, args, device, step=None) -> dict:
     per_epoch = len(loader)
     warm = max(1, min(args.warmup, per_epoch - 1))  # at least one: compilation, first captures
     timed = per_epoch - warm if not args.batches else args.batches
-    done, start = 0, None
+    done, start, before = 0, None, None
     while done < warm + timed:  # into the next epoch if --batches asks for more
         for batch in loader:
             if step is not None:
@@ -238,19 +244,24 @@ def time_epoch(loader, args, device, step=None) -> dict:
             done += 1
             if done == warm:
                 sync(device)
+                before = loader.stats  # the split counts the timed window, not compilation and captures
                 start = time.perf_counter()
             if done == warm + timed:
                 break
     sync(device)
     seconds = time.perf_counter() - start
     stats = loader.stats
+    if stats.get("batches", 0) < before.get("batches", 0):  # a new epoch began: its own counts
+        before = {}
+    split_keys = ("sampling_seconds", "gather_seconds", "model_seconds", "wait_seconds", "batches")
     return dict(epoch_seconds=seconds * per_epoch / timed, batches_timed=timed, batches_per_epoch=per_epoch,
-                split={k: stats.get(k) for k in ("sampling_seconds", "gather_seconds", "model_seconds",
-                                                   "wait_seconds", "batches")},
+                # the loader's counts over the timed batches (its producer runs up
+                # to ``prefetch`` batches ahead of them)
+                split={k: stats.get(k, 0) - before.get(k, 0) for k in split_keys},
                 hits={k: stats[k] for k in ("feature_hit_rate", "adjacency_hit_rate", "static_feature_hit_rate",
                                             "dynamic_feature_hit_rate") if k in stats},
-                host_gb_per_batch=stats["host_bytes"] / GB / max(1, stats["batches"]) if "host_bytes" in stats
-                else None)
+                host_gb_per_batch=(stats["host_bytes"] - before.get("host_bytes", 0)) / GB
+                / max(1, stats["batches"] - before.get("batches", 0)) if "host_bytes" in stats else None)
 
 
 def budget_bytes(budget_gb, all_bytes):
@@ -353,6 +364,8 @@ def pyg_runs(data_cpu, sampler, graph, args, device, kinds, emit):
 
 def main():
     args = parse_args()
+    if args.from_rows:
+        return from_rows(args)
     device = torch.device(args.device)
     t0 = time.perf_counter()
     rows = []
@@ -474,7 +487,16 @@ def main():
     if "scaling" in args.parts:
         scaling(args, graph, all_bytes, ours)
 
-    # ratios, in this run, against PyG's loader on the same model
+    record = new_record("end_to_end", device, commit, settings=settings, rows=rows,
+                        seconds=time.perf_counter() - t0, host_at_end=host_gb())
+    finish(args, record, pyg)
+
+
+def finish(args, record, pyg):
+    """Ratios against PyG's loader (``{model: (default, best) rows}``) and
+    the model alone, then the record to ``--out``, ``--csv``, ``--png`` and
+    the table."""
+    rows = record["rows"]
     for row in rows:
         base = pyg.get(row.get("model"))
         if base and row["part"] in ("ablation", "models"):
@@ -484,13 +506,11 @@ def main():
     for row in rows:
         if row["part"] in ("ablation", "models") and row.get("model") in alone:
             row["vs_model_alone"] = row["epoch_seconds"] / alone[row["model"]]["epoch_seconds"]
-    record = new_record("end_to_end", device, commit, settings=settings, rows=rows,
-                        seconds=time.perf_counter() - t0, host_at_end=host_gb())
     append_record(args.out, record)
     write_csv(args.csv, record)
     if args.png:
         plot(args.csv, rows, args.png)
-    print(f"\n{record['gpu']}  commit {record['commit']}  {record['date']}  {record['seconds']:.0f} s")
+    print(f"\n{record['gpu']}  commit {record['commit']}  {record['date']}  {record.get('seconds', 0):.0f} s")
     print(f"{'part':9s} {'model':5s} {'configuration':45s} {'s/epoch':>8s} {'vs PyG best':>11s} "
           f"{'vs PyG 0 w.':>11s} {'/ alone':>8s}")
     for r in rows:
@@ -499,6 +519,29 @@ def main():
         print(f"{r['part']:9s} {r.get('model', ''):5s} {r['name'][:45]:45s} {r['epoch_seconds']:8.2f} "
               f"{ratio('vs_pyg_best')} {ratio('vs_pyg_default')} "
               f"{(format(r['vs_model_alone'], '7.2f') + 'x') if r.get('vs_model_alone') else '       -'}")
+
+
+def from_rows(args):
+    """The record of runs cut short (killed, or past a call's time limit),
+    from the rows they wrote as measured (``--out``'s ``.rows`` file): PyG's
+    default and best taken from its rows of any of them; the record says
+    which files, and the GPU, date and torch of the runs (``--gpu``,
+    ``--date``, ``--torch``), since this assembles them elsewhere."""
+    rows = []
+    for path in args.from_rows:
+        with open(path) as f:
+            rows += [dict(json.loads(line), rows_file=os.path.basename(os.path.dirname(path)) + "/"
+                          + os.path.basename(path)) for line in f if line.strip()]
+    pyg = {}
+    for kind in {r["model"] for r in rows if r["part"] == "pyg"}:
+        mine = [r for r in rows if r["part"] == "pyg" and r["model"] == kind]
+        default = [r for r in mine if r.get("workers", 0) == 0] or mine
+        pyg[kind] = (default[0], min(mine, key=lambda r: r["epoch_seconds"]))
+    commits = sorted({r.get("commit") for r in rows if r.get("commit")})
+    record = new_record("end_to_end", None, ",".join(commits) or None, rows=rows,
+                        settings=dict(assembled_from=args.from_rows, note=args.note))
+    record.update({k: v for k, v in dict(gpu=args.gpu, date=args.date, torch=args.torch).items() if v})
+    finish(args, record, pyg)
 
 
 def evaluate(model, loader, device, limit):

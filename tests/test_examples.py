@@ -95,3 +95,13 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     assert len(ablation) == 2 * 7 + 1 and all(r["epoch_seconds"] > 0 for r in ablation)
     assert {r["model"] for r in record["rows"] if r["part"] == "models"} == {"gcn", "gat"}
     assert len(table.read_text().splitlines()) == 1 + len(record["rows"])
+    for row in ablation:  # the split counts the timed batches (and those prefetched ahead), not the warm-up
+        assert row["split"]["batches"] >= 2 and all(v >= 0 for v in row["split"].values())
+    # a run cut short: its record from the rows it wrote as measured
+    again = tmp_path / "again.json"
+    run_bench("bench_end_to_end.py", ["--from-rows", str(out) + ".rows", "--gpu", "test GPU", "--out", str(again),
+                                      "--csv", str(tmp_path / "again.csv")])
+    assembled = json.loads(again.read_text())
+    assert assembled["gpu"] == "test GPU" and len(assembled["rows"]) == len(record["rows"])
+    assert [r["epoch_seconds"] for r in assembled["rows"] if r["part"] == "ablation"] == \
+        [r["epoch_seconds"] for r in ablation]
