@@ -113,7 +113,7 @@ def list_read_bytes(degree: torch.Tensor, num_neighbors, index_bytes: int = 4,
     degree = degree.to(torch.int64)
     whole = _sectors(degree * index_bytes)
     fanouts = list(num_neighbors) or [-1]
-    read = torch.zeros(degree.shape, dtype=torch.float64)
+    read = torch.zeros(degree.shape, dtype=torch.float64, device=degree.device)
     for fanout in fanouts:
         read += whole if fanout < 0 else torch.where(degree <= fanout, whole, fanout * _SECTOR)
     return read / len(fanouts) + 2 * indptr_bytes
@@ -142,11 +142,13 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
         raise ValueError(f"degree must be [{num_nodes}], got shape {tuple(degree.shape)}")
     for name, value in (("row_bytes", row_bytes), ("index_bytes", index_bytes), ("chunks", chunks)):
         check_positive_int(name, value)
-    hot = hot_first_order(profile).cpu()  # the feature order, eq. (4)
-    degree = degree.cpu()[hot].to(torch.int64)
+    # on the profile's device: sorting 10^8 nodes takes a GPU milliseconds, a CPU tens of seconds
+    device = profile.inputs.device
+    hot = hot_first_order(profile)  # the feature order, eq. (4)
+    degree = degree.to(device)[hot].to(torch.int64)
     # host bytes each node's cached row / list would have saved when profiled
-    row_gain = profile.inputs.cpu()[hot].double() * _sectors(row_bytes)
-    list_gain = profile.adjacency.cpu()[hot].double() * \
+    row_gain = profile.inputs[hot].double() * _sectors(row_bytes)
+    list_gain = profile.adjacency.to(device)[hot].double() * \
         list_read_bytes(degree, profile.num_neighbors, index_bytes, indptr_bytes)
     list_bytes = degree * index_bytes + indptr_bytes
     list_utility = list_gain / list_bytes.double()
@@ -155,14 +157,14 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     # whose lists cost the most per byte saved).
     by_list = torch.argsort(list_utility, descending=True, stable=True)
     num_feature, adjacency_budget, left = _greedy_split(
-        {"feature": (row_gain, torch.full((num_nodes,), row_bytes, dtype=torch.int64)),
+        {"feature": (row_gain, torch.full((num_nodes,), row_bytes, dtype=torch.int64, device=device)),
          "adjacency": (list_gain[by_list], list_bytes[by_list])}, budget, chunks)
     # Pass 2: one order for both caches. Any order of the F cached rows keeps
     # the feature cache; ordering them, then the rest, by list utility makes
     # the adjacency prefix the best lists the budget split allows.
-    cached = torch.arange(num_nodes) < num_feature
+    cached = torch.arange(num_nodes, device=device) < num_feature
     final = by_list[torch.argsort((~cached[by_list]).to(torch.int8), stable=True)]
-    cum_lists = torch.cat([torch.zeros(1, dtype=torch.int64), list_bytes[final].cumsum(0)])
+    cum_lists = torch.cat([torch.zeros(1, dtype=torch.int64, device=device), list_bytes[final].cumsum(0)])
     num_adjacency = int(torch.searchsorted(cum_lists, adjacency_budget, right=True)) - 1
     left += adjacency_budget - int(cum_lists[num_adjacency])
     # Budget left once no profiled access remains: the unprofiled rest too (a
@@ -172,11 +174,11 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     num_adjacency = int(torch.searchsorted(cum_lists, int(cum_lists[num_adjacency]) + left,
                                            right=True)) - 1
     order = hot[final]
-    return CachePlan(order=order, num_adjacency=num_adjacency, num_feature=num_feature,
+    return CachePlan(order=order.cpu(), num_adjacency=num_adjacency, num_feature=num_feature,
                      adjacency_bytes=int(cum_lists[num_adjacency]),
                      feature_bytes=num_feature * row_bytes, budget=budget,
-                     adjacency_hit_rate=_shares(profile.adjacency.cpu()[order], num_adjacency),
-                     feature_hit_rate=_shares(profile.inputs.cpu()[order], num_feature))
+                     adjacency_hit_rate=_shares(profile.adjacency.to(device)[order], num_adjacency),
+                     feature_hit_rate=_shares(profile.inputs[order], num_feature))
 
 
 def _greedy_split(streams: dict, budget: int, chunks: int) -> tuple[int, int, int]:
@@ -184,20 +186,24 @@ def _greedy_split(streams: dict, budget: int, chunks: int) -> tuple[int, int, in
     item, each taken as a prefix in chunks. Returns the feature prefix
     length, the adjacency prefix's bytes and the bytes left."""
     num_nodes = streams["feature"][0].numel()
-    zero = torch.zeros(1, dtype=torch.float64)
+    device = streams["feature"][0].device
+    zero = torch.zeros(1, dtype=torch.float64, device=device)
     # cumulative gain and bytes of each prefix, indexed by its length
     cum = {name: (torch.cat([zero, gain.cumsum(0)]), torch.cat([zero.long(), nbytes.cumsum(0)]))
            for name, (gain, nbytes) in streams.items()}
     bounds = torch.unique(torch.linspace(0, num_nodes, chunks + 1).round().long()).tolist()
+    # the loop reads the prefix sums at the chunk bounds only: on the host, read once
+    at = torch.tensor(bounds, device=device)
+    at_bounds = {name: (gains[at].tolist(), nbytes[at].tolist()) for name, (gains, nbytes) in cum.items()}
     taken = {"feature": 0, "adjacency": 0}  # prefix lengths
     chunk = {"feature": 0, "adjacency": 0}  # next chunk of each stream
     done = {"feature": num_nodes == 0, "adjacency": num_nodes == 0}
     left = budget
 
     def next_chunk(name):
-        gains, nbytes = cum[name]
-        lo, hi = bounds[chunk[name]], bounds[chunk[name] + 1]
-        return float(gains[hi] - gains[lo]), int(nbytes[hi] - nbytes[lo]), hi
+        gains, nbytes = at_bounds[name]
+        i = chunk[name]
+        return gains[i + 1] - gains[i], nbytes[i + 1] - nbytes[i], bounds[i + 1]
 
     while not all(done.values()):
         best, best_utility = None, -1.0
@@ -205,8 +211,8 @@ def _greedy_split(streams: dict, budget: int, chunks: int) -> tuple[int, int, in
             if done[name]:
                 continue
             gain, cost, _ = next_chunk(name)
-            gains = cum[name][0]
-            if float(gains[-1] - gains[taken[name]]) <= 0:  # no access further along
+            gains = at_bounds[name][0]  # taken[name] is bounds[chunk[name]] while not done
+            if gains[-1] - gains[chunk[name]] <= 0:  # no access further along
                 done[name] = True
                 continue
             utility = float("inf") if cost == 0 else gain / cost
@@ -241,11 +247,12 @@ def plan_by_degree(profile: AccessProfile | None, degree: torch.Tensor, row_byte
     num_nodes = degree.numel()
     if profile is not None and profile.num_nodes != num_nodes:
         raise ValueError(f"degree has {num_nodes} entries, the profile counts {profile.num_nodes} nodes")
-    order = torch.argsort(degree.cpu(), descending=True, stable=True)
+    order = torch.argsort(degree, descending=True, stable=True)  # where degree is: a GPU sorts fast
     num_feature = min(num_nodes, budget // row_bytes)
     nan = float("nan")
-    return CachePlan(order=order, num_adjacency=0, num_feature=num_feature, adjacency_bytes=0,
+    if profile is not None:
+        order = order.to(profile.inputs.device)
+    return CachePlan(order=order.cpu(), num_adjacency=0, num_feature=num_feature, adjacency_bytes=0,
                      feature_bytes=num_feature * row_bytes, budget=budget,
-                     adjacency_hit_rate=nan if profile is None else _shares(profile.adjacency.cpu()[order], 0),
-                     feature_hit_rate=nan if profile is None else
-                     _shares(profile.inputs.cpu()[order], num_feature))
+                     adjacency_hit_rate=nan if profile is None else _shares(profile.adjacency[order], 0),
+                     feature_hit_rate=nan if profile is None else _shares(profile.inputs[order], num_feature))
