@@ -50,18 +50,21 @@ configuration runs ``--warmup`` batches, then times
 gives seconds per epoch, the split (sampling, gather, model, waiting for
 batches), hit rates and host bytes (``loader.stats``).
 
+Parts run in this order whatever ``--parts`` says: ours (alone, ablation,
+models, scaling), then PyG's loader (pyg, PyG's GCN/GAT rows, accuracy), so
+that PyG's 26 GB of CPU edges and its workers' batches never share the host
+with our loaders' builds.
+
 Usage (GPU machine; PyG's baseline needs ../shared/wheels). Each call
-regenerates the topology unless the machine kept ``--data-dir`` (about a
-minute), then runs its parts; at this scale one 10-minute call holds about
-one of these (rows append to the same JSON and CSV)::
+regenerates the topology unless the machine kept ``--data-dir`` (10 s on an
+H200) and the features (20-26 s), then runs its parts; rows append to the
+same JSON and CSV, and a call cut short keeps the rows it measured
+(``--out``'s ``.rows`` file; ``--from-rows`` makes their record)::
 
     E2E="python bench/bench_end_to_end.py --out bench/results/end_to_end.json --csv bench/results/end_to_end.csv"
-    $E2E --parts pyg
-    $E2E --parts ablation --budgets-gb 24 --batches 40
-    $E2E --parts ablation --budgets-gb 0 --batches 40
-    $E2E --parts models alone --batches 40
-    $E2E --parts accuracy
-    $E2E --parts scaling --batches 40 --png bench/results/end_to_end_scaling.png
+    $E2E --parts alone ablation pyg --budgets-gb 24 0 --batches 30 --pyg-workers 0 8 12 --pyg-batches 8
+    $E2E --parts models accuracy --budgets-gb 24 --batches 30 --pyg-workers 0 12 --pyg-pin-memory 0
+    $E2E --parts scaling --batches 30 --png bench/results/end_to_end_scaling.png
 
 The ratios to PyG's loader are computed within a run: give ``--parts pyg``
 with the part compared, or read them off the CSV of consecutive runs.
@@ -401,18 +404,6 @@ def main():
                     host_after_graph=host_gb(), parts=args.parts)
     print(json.dumps(settings), flush=True)
 
-    pyg, data_cpu, sampler = {}, None, None
-    if {"pyg", "models", "accuracy"} & set(args.parts):
-        data_cpu, sampler = pyg_sampler(graph, x, args)
-    if sampler is not None and {"pyg", "models"} & set(args.parts):
-        kinds = (["sage"] if "pyg" in args.parts else []) + \
-            ([k for k in args.models if k != "sage"] if "models" in args.parts else [])
-        pyg = pyg_runs(data_cpu, sampler, graph, args, device, kinds, emit)
-        print(f"host after PyG: {host_gb()}", flush=True)
-    if "accuracy" not in args.parts:  # PyG's 26 GB of edges go before ours build anything
-        data_cpu = sampler = None
-        gc.collect()
-
     data = pyg_data(graph, x, device)
     profile = None
 
@@ -441,27 +432,16 @@ def main():
                         **row, **(extra or {})))
         return row, loader, model, optimizer
 
-    if "ablation" in args.parts:
-        for budget in args.budgets_gb:
-            for name, kwargs, library in ablation_configs(budget, all_bytes):
-                ours("ablation", name, kwargs, library)
-        ours("ablation", "all in GPU memory", dict(placement="device"), "tritongnn")
-
-    if "models" in args.parts:
-        for kind in args.models:
-            library = "pyg" if kind == "gat" else "tritongnn"
-            for budget in args.budgets_gb:
-                b = budget_bytes(budget, all_bytes)
-                ours("models", f"recommended [{budget:g} GB]" if budget else "recommended [no budget]",
-                     dict(RECOMMENDED, cache_budget=b), library, kind)
-            ours("models", "all in GPU memory", dict(placement="device"), library, kind)
-
     if "alone" in args.parts:
         for kind in ["sage"] + [k for k in args.models if k != "sage"]:
             library = "pyg" if kind == "gat" else "tritongnn"
             b = int(args.budgets_gb[0] * GB) if args.budgets_gb[0] else None
             kwargs = dict(RECOMMENDED, cache_budget=b) if b else dict(placement="device")
+            if b and profile is not None:
+                kwargs["cache_profile"] = profile
             loader = our_loader(data, graph, args, device, **kwargs)
+            if loader.cache is not None and profile is None:
+                profile = loader.cache_profile  # the ablation's loaders take it too
             prepared = []
             for batch in loader:
                 prepared.append(batch)
@@ -481,11 +461,39 @@ def main():
                       batches_per_epoch=len(loader)))
             del loader, prepared, model, optimizer
 
-    if "accuracy" in args.parts:
-        accuracy(args, data, data_cpu, sampler, graph, device, emit)
+    if "ablation" in args.parts:
+        for budget in args.budgets_gb:
+            for name, kwargs, library in ablation_configs(budget, all_bytes):
+                ours("ablation", name, kwargs, library)
+        ours("ablation", "all in GPU memory", dict(placement="device"), "tritongnn")
+
+    if "models" in args.parts:
+        for kind in args.models:
+            library = "pyg" if kind == "gat" else "tritongnn"
+            for budget in args.budgets_gb:
+                b = budget_bytes(budget, all_bytes)
+                ours("models", f"recommended [{budget:g} GB]" if budget else "recommended [no budget]",
+                     dict(RECOMMENDED, cache_budget=b), library, kind)
+            ours("models", "all in GPU memory", dict(placement="device"), library, kind)
 
     if "scaling" in args.parts:
         scaling(args, graph, all_bytes, ours)
+
+    # PyG's loader last: its 26 GB of CPU edges and its workers' batches
+    # (2.5 GB each) held host memory our loaders then lacked (a run was
+    # killed for it); ours are freed by now
+    pyg, data_cpu, sampler = {}, None, None
+    if {"pyg", "models", "accuracy"} & set(args.parts):
+        gc.collect()
+        data_cpu, sampler = pyg_sampler(graph, x, args)
+    if sampler is not None and {"pyg", "models"} & set(args.parts):
+        kinds = (["sage"] if "pyg" in args.parts else []) + \
+            ([k for k in args.models if k != "sage"] if "models" in args.parts else [])
+        pyg = pyg_runs(data_cpu, sampler, graph, args, device, kinds, emit)
+        print(f"host after PyG: {host_gb()}", flush=True)
+
+    if "accuracy" in args.parts:
+        accuracy(args, data, data_cpu, sampler, graph, device, emit)
 
     record = new_record("end_to_end", device, commit, settings=settings, rows=rows,
                         seconds=time.perf_counter() - t0, host_at_end=host_gb())
