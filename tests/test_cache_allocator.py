@@ -139,3 +139,24 @@ def test_bad_shapes():
         plan_cache(p, torch.tensor([1]), 4, 100)
     with pytest.raises(ValueError, match="row_bytes"):
         plan_cache(p, torch.tensor([1, 1]), 0, 100)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("budget", [0, 3000, 40000, 10**7])
+def test_plan_on_the_gpu_equals_the_plan_on_the_cpu(budget):
+    # a profile on the GPU (as the loader takes it) is planned there: the same plan
+    g = torch.Generator().manual_seed(budget)
+    n = 5000
+    p = profile_of((torch.rand(n, generator=g) ** 4 * 100).round().tolist(),
+                   torch.randint(0, 20, (n,), generator=g).tolist())
+    on_gpu = AccessProfile(p.feature.cuda(), p.inputs.cuda(), p.adjacency.cuda(), epochs=1, num_batches=1,
+                           seconds=0.0)
+    degree = torch.randint(0, 50, (n,), generator=g)
+    for plan_of in (lambda q, d: plan_cache(q, d, row_bytes=64, budget=budget, chunks=64),
+                    lambda q, d: plan_by_degree(q, d, row_bytes=64, budget=budget)):
+        cpu, gpu = plan_of(p, degree), plan_of(on_gpu, degree.cuda())
+        assert gpu.order.device.type == "cpu" and torch.equal(cpu.order, gpu.order)
+        assert (cpu.num_feature, cpu.num_adjacency, cpu.adjacency_bytes) == \
+            (gpu.num_feature, gpu.num_adjacency, gpu.adjacency_bytes)
+        assert cpu.feature_hit_rate == pytest.approx(gpu.feature_hit_rate)
