@@ -195,13 +195,18 @@ def features(y, args, device, width=None):
 
 
 def pyg_data(graph, x, device):
-    """A PyG ``Data`` for our loader: the edges in CSC order on the GPU (the
-    loader's graph build then takes no sort), labels and features as made."""
+    """The PyG ``Data`` both loaders read: ``edge_index`` in CSC order (our
+    loader's graph build then takes no sort; PyG's sampler takes it as
+    ``is_sorted``) in pinned host memory, shared with forked workers, not a
+    25.6 GB copy on the GPU for the whole run nor a second one on the host
+    for PyG; labels and features as made."""
     from torch_geometric.data import Data
+    num_edges = graph["indices"].numel()
+    edge_index = pinned_empty((2, num_edges), torch.int64, device)
     indptr = graph["indptr"].to(device)
-    target = torch.repeat_interleave(torch.arange(indptr.numel() - 1, device=device), indptr.diff())
-    edge_index = torch.stack([graph["indices"].to(device).long(), target])
-    del target, indptr
+    edge_index[1].copy_(torch.repeat_interleave(torch.arange(indptr.numel() - 1, device=device), indptr.diff()))
+    edge_index[0].copy_(graph["indices"].to(device).long())
+    del indptr
     return Data(x=x, y=graph["y"].long(), edge_index=edge_index, num_nodes=graph["y"].numel())
 
 
@@ -296,22 +301,16 @@ RECOMMENDED = dict(placement="host", dynamic_cache=True, super_batch=8)
 
 # ----------------------------------------------------------------- PyG
 
-def pyg_sampler(graph, x, args):
-    """PyG's graph on the CPU (edges sorted by target, ``is_sorted``: the
-    one-time CSC build is preprocessing; ``x`` the same pinned table ours
-    reads) and its sampler, or ``(None, None)`` without torch-sparse/pyg-lib."""
+def pyg_sampler(data, args):
+    """PyG's sampler over ``data`` (``pyg_data``: the edges sorted by target,
+    ``is_sorted``, so its one-time CSC build is a pass over them; ``x`` the
+    same pinned table ours reads), or None without torch-sparse/pyg-lib."""
     import torch_geometric.typing
     if not (torch_geometric.typing.WITH_TORCH_SPARSE or torch_geometric.typing.WITH_PYG_LIB):
         print("PyG's loader skipped: neither torch-sparse nor pyg-lib is importable", flush=True)
-        return None, None
-    from torch_geometric.data import Data
+        return None
     from torch_geometric.sampler import NeighborSampler as PyGNeighborSampler
-    num_nodes = graph["y"].numel()
-    edge_index = torch.empty(2, graph["indices"].numel(), dtype=torch.int64)
-    edge_index[0] = graph["indices"]
-    edge_index[1] = torch.repeat_interleave(torch.arange(num_nodes), graph["indptr"].diff())
-    data_cpu = Data(x=x, y=graph["y"].long(), edge_index=edge_index, num_nodes=num_nodes)
-    return data_cpu, PyGNeighborSampler(data_cpu, args.num_neighbors, is_sorted=True)
+    return PyGNeighborSampler(data, args.num_neighbors, is_sorted=True)
 
 
 def pyg_trims(batch) -> bool:
@@ -321,7 +320,7 @@ def pyg_trims(batch) -> bool:
     return getattr(batch, "num_sampled_nodes", None) is not None
 
 
-def pyg_runs(data_cpu, sampler, graph, args, device, kinds, emit):
+def pyg_runs(data, sampler, graph, args, device, kinds, emit):
     """PyG's loader for each model in ``kinds``; returns {kind: (default, best) rows}."""
     from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
     out = {}
@@ -332,7 +331,7 @@ def pyg_runs(data_cpu, sampler, graph, args, device, kinds, emit):
             best = out["sage"][1]
             tried = [(0, False)] + [(best["workers"], best["pin_memory"])] * (best["workers"] > 0)
         for workers, pin in tried:
-            loader = PyGNeighborLoader(data_cpu, args.num_neighbors, input_nodes=graph["train"],
+            loader = PyGNeighborLoader(data, args.num_neighbors, input_nodes=graph["train"],
                                        batch_size=args.batch_size, shuffle=True, num_workers=workers,
                                        pin_memory=pin, neighbor_sampler=sampler,
                                        persistent_workers=workers > 0,
@@ -482,18 +481,18 @@ def main():
     # PyG's loader last: its 26 GB of CPU edges and its workers' batches
     # (2.5 GB each) held host memory our loaders then lacked (a run was
     # killed for it); ours are freed by now
-    pyg, data_cpu, sampler = {}, None, None
+    pyg, sampler = {}, None
     if {"pyg", "models", "accuracy"} & set(args.parts):
         gc.collect()
-        data_cpu, sampler = pyg_sampler(graph, x, args)
+        sampler = pyg_sampler(data, args)
     if sampler is not None and {"pyg", "models"} & set(args.parts):
         kinds = (["sage"] if "pyg" in args.parts else []) + \
             ([k for k in args.models if k != "sage"] if "models" in args.parts else [])
-        pyg = pyg_runs(data_cpu, sampler, graph, args, device, kinds, emit)
+        pyg = pyg_runs(data, sampler, graph, args, device, kinds, emit)
         print(f"host after PyG: {host_gb()}", flush=True)
 
     if "accuracy" in args.parts:
-        accuracy(args, data, data_cpu, sampler, graph, device, emit)
+        accuracy(args, data, sampler, graph, device, emit)
 
     record = new_record("end_to_end", device, commit, settings=settings, rows=rows,
                         seconds=time.perf_counter() - t0, host_at_end=host_gb())
@@ -567,7 +566,7 @@ def evaluate(model, loader, device, limit):
     return correct / max(1, total)
 
 
-def accuracy(args, data, data_cpu, sampler, graph, device, emit):
+def accuracy(args, data, sampler, graph, device, emit):
     """GraphSAGE (PyG's model for both), ``--acc-steps`` steps from each
     seed, then accuracy on the first ``--acc-val`` validation nodes."""
     val = graph["val"][:args.acc_val]
@@ -579,7 +578,7 @@ def accuracy(args, data, data_cpu, sampler, graph, device, emit):
         from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
         workers = max(args.pyg_workers)
         loaders["pyg"] = lambda seed, nodes, shuffle: PyGNeighborLoader(
-            data_cpu, args.num_neighbors, input_nodes=nodes, batch_size=args.batch_size, shuffle=shuffle,
+            data, args.num_neighbors, input_nodes=nodes, batch_size=args.batch_size, shuffle=shuffle,
             num_workers=workers, neighbor_sampler=sampler,
             **(dict(prefetch_factor=args.pyg_prefetch) if workers else {}))
     for name, make in loaders.items():
