@@ -199,7 +199,11 @@ def pyg_data(graph, x, device):
     loader's graph build then takes no sort; PyG's sampler takes it as
     ``is_sorted``) in pinned host memory, shared with forked workers, not a
     25.6 GB copy on the GPU for the whole run nor a second one on the host
-    for PyG; labels and features as made."""
+    for PyG; labels and features as made. (Shared memory takes 4 KB pages,
+    where a private tensor may get transparent huge pages: PyG's CPU sampler
+    reads these edges, and its gather the features, through more TLB
+    misses than from a plain tensor; next to its seconds of sampling per
+    batch, a small share.)"""
     from torch_geometric.data import Data
     num_edges = graph["indices"].numel()
     edge_index = pinned_empty((2, num_edges), torch.int64, device)
