@@ -202,8 +202,8 @@ def pyg_data(graph, x, device):
     for PyG; labels and features as made. (Shared memory takes 4 KB pages,
     where a private tensor may get transparent huge pages: PyG's CPU sampler
     reads these edges, and its gather the features, through more TLB
-    misses than from a plain tensor; next to its seconds of sampling per
-    batch, a small share.)"""
+    misses than from a plain tensor: not measured apart; next to its
+    seconds of sampling per batch, likely small.)"""
     from torch_geometric.data import Data
     num_edges = graph["indices"].numel()
     edge_index = pinned_empty((2, num_edges), torch.int64, device)
