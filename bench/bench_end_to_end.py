@@ -65,6 +65,7 @@ same JSON and CSV, and a call cut short keeps the rows it measured
     $E2E --parts alone ablation pyg --budgets-gb 24 0 --batches 30 --pyg-workers 0 8 12 --pyg-batches 8
     $E2E --parts models accuracy --budgets-gb 24 --batches 30 --pyg-workers 0 12 --pyg-pin-memory 0
     $E2E --parts scaling --batches 30 --png bench/results/end_to_end_scaling.png
+    $E2E --plot-only --ablation-png bench/results/end_to_end_ablation.png   # the README's figure, from the CSV
 
 The ratios to PyG's loader are computed within a run: give ``--parts pyg``
 with the part compared, or read them off the CSV of consecutive runs.
@@ -132,9 +133,11 @@ def parse_args():
     p.add_argument("--out", default=None, help="append the record to this JSON file")
     p.add_argument("--csv", default=None, help="append one row per configuration")
     p.add_argument("--png", default=None, help="the scaling figure")
+    p.add_argument("--ablation-png", default=None, help="the ablation figure, with PyG's loader")
     p.add_argument("--commit", default=None)
     p.add_argument("--from-rows", nargs="+", default=None,
                    help="run nothing: make the record of runs cut short from their .rows files")
+    p.add_argument("--plot-only", action="store_true", help="run nothing: draw --png / --ablation-png from --csv")
     p.add_argument("--gpu", default=None, help="with --from-rows: the runs' GPU")
     p.add_argument("--date", default=None, help="with --from-rows: the runs' date")
     p.add_argument("--torch", default=None, help="with --from-rows: the runs' torch version")
@@ -372,6 +375,12 @@ def main():
     args = parse_args()
     if args.from_rows:
         return from_rows(args)
+    if args.plot_only:
+        if args.png:
+            plot(args.csv, [], args.png)
+        if args.ablation_png:
+            plot_ablation(args.csv, [], args.ablation_png)
+        return
     device = torch.device(args.device)
     t0 = time.perf_counter()
     rows = []
@@ -521,6 +530,8 @@ def finish(args, record, pyg):
     write_csv(args.csv, record)
     if args.png:
         plot(args.csv, rows, args.png)
+    if args.ablation_png:
+        plot_ablation(args.csv, rows, args.ablation_png)
     print(f"\n{record['gpu']}  commit {record['commit']}  {record['date']}  {record.get('seconds', 0):.0f} s")
     print(f"{'part':9s} {'model':5s} {'configuration':45s} {'s/epoch':>8s} {'vs PyG best':>11s} "
           f"{'vs PyG 0 w.':>11s} {'/ alone':>8s}")
@@ -664,6 +675,46 @@ def plot(csv_path, rows, path):
         ax.set_xticks(range(len(points)), [str(r["value"]) for r in points], rotation=20)
         ax.set(title=f"epoch time vs {axis}", ylabel="seconds per epoch", ylim=(0, None))
         ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+def plot_ablation(csv_path, rows, path):
+    """Seconds per epoch of GraphSAGE: PyG's loader (default and best) and
+    each ablation step at each budget, the latest row of each in the CSV
+    (else this run's), on a log scale."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    if csv_path and os.path.exists(csv_path):
+        with open(csv_path) as f:
+            rows = [dict(r, epoch_seconds=float(r["epoch_seconds"])) for r in csv.DictReader(f)]
+    latest = {}
+    for r in rows:
+        if r.get("model") == "sage" and r.get("part") in ("pyg", "ablation"):
+            latest[r["part"], r["name"]] = r  # a later run's row replaces an earlier one's
+    pyg = [r for (part, _), r in latest.items() if part == "pyg"]
+    shown = []
+    if pyg:
+        shown.append(("PyG, num_workers=0", next((r for r in pyg if "workers=0 " in r["name"]), pyg[0])))
+        best = min(pyg, key=lambda r: r["epoch_seconds"])
+        shown.append((f"PyG, best ({best['name'].removeprefix('PyG ')})", best))
+    shown += [(name, r) for (part, name), r in latest.items() if part == "ablation"]
+    fig, ax = plt.subplots(figsize=(9, 0.36 * len(shown) + 1.2))
+    labels = [name for name, _ in shown][::-1]
+    seconds = [r["epoch_seconds"] for _, r in shown][::-1]
+    colors = ["tab:gray" if name.startswith("PyG") else "tab:blue" if "no budget" in name or "GPU memory" in name
+              else "tab:orange" for name in labels]
+    ax.barh(range(len(shown)), seconds, color=colors)
+    for i, value in enumerate(seconds):
+        ax.text(value, i, f" {value:.1f}", va="center", fontsize=8)
+    ax.set_yticks(range(len(shown)), labels, fontsize=8)
+    ax.set_xscale("log")
+    commits = sorted({str(r.get("commit")) for _, r in shown})
+    ax.set(xlabel="seconds per epoch (log scale)",
+           title=f"GraphSAGE epoch, papers100M-scale graph, one GPU ({', '.join(commits)})")
+    ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"wrote {path}")
