@@ -95,6 +95,9 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     assert len(ablation) == 2 * 7 + 1 and all(r["epoch_seconds"] > 0 for r in ablation)
     assert {r["model"] for r in record["rows"] if r["part"] == "models"} == {"gcn", "gat"}
     assert len(table.read_text().splitlines()) == 1 + len(record["rows"])
+    alone = {(r["model"], r["library"]) for r in record["rows"] if r["part"] == "alone"}
+    assert alone == {("sage", "pyg"), ("sage", "tritongnn"), ("gcn", "tritongnn"), ("gat", "pyg")}
+    assert all(r["vs_model_alone"] > 0 for r in ablation)  # each against the model with its aggregation
     for row in ablation:  # the split counts the timed batches (and those prefetched ahead), not the warm-up
         assert row["split"]["batches"] >= 2 and all(v >= 0 for v in row["split"].values())
     # a run cut short: its record from the rows it wrote as measured
