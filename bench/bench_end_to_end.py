@@ -660,15 +660,22 @@ def write_csv(path, record):
             w.writerow([flat.get(c, "") for c in columns])
 
 
-def plot(csv_path, rows, path):
-    """Epoch time against each scaling axis: every scaling row of the CSV
-    (all runs: the widths come from runs of their own), else this run's."""
+def _plotting(csv_path, rows):
+    """matplotlib (headless) and the rows to draw: every row of the CSV when
+    there is one (earlier runs' too), else this run's."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     if csv_path and os.path.exists(csv_path):
         with open(csv_path) as f:
             rows = [dict(r, epoch_seconds=float(r["epoch_seconds"])) for r in csv.DictReader(f)]
+    return plt, rows
+
+
+def plot(csv_path, rows, path):
+    """Epoch time against each scaling axis: every scaling row of the CSV
+    (all runs: the widths come from runs of their own), else this run's."""
+    plt, rows = _plotting(csv_path, rows)
     latest = {}
     for r in rows:
         if r.get("part") == "scaling" and r.get("axis"):
@@ -691,12 +698,7 @@ def plot_ablation(csv_path, rows, path):
     """Seconds per epoch of GraphSAGE: PyG's loader (default and best) and
     each ablation step at each budget, the latest row of each in the CSV
     (else this run's), on a log scale."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    if csv_path and os.path.exists(csv_path):
-        with open(csv_path) as f:
-            rows = [dict(r, epoch_seconds=float(r["epoch_seconds"])) for r in csv.DictReader(f)]
+    plt, rows = _plotting(csv_path, rows)
     latest = {}
     for r in rows:
         if r.get("model") == "sage" and r.get("part") in ("pyg", "ablation"):
