@@ -381,6 +381,14 @@ def test_pinned_empty_without_a_gpu_is_plain_host_memory():
     source = torch.randn(4, 2)
     assert torch.equal(pinned_copy(source, None), source)
     assert pinned_empty((0, 7), torch.float32, "cpu").shape == (0, 7)
+    # bad arguments are named, on either device, before any memory is mapped
+    for device in ("cpu", "cuda"):
+        with pytest.raises(ValueError, match=r"shape must hold sizes >= 0, got \(3, -1\)"):
+            pinned_empty((3, -1), torch.float32, device)
+        with pytest.raises(TypeError, match="shape must be a sequence of ints"):
+            pinned_empty((3, 2.5), torch.float32, device)
+        with pytest.raises(TypeError, match="dtype must be a torch.dtype"):
+            pinned_empty((3, 2), "float32", device)
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
             pinned_empty((2, 2), torch.float32, "cuda")

@@ -38,7 +38,9 @@ no lock and can be removed by hand.
 from __future__ import annotations
 
 import errno
+import math
 import mmap
+import operator
 import os
 import re
 import socket
@@ -134,10 +136,15 @@ def pinned_empty(shape, dtype: torch.dtype, device=None) -> torch.Tensor:
         >>> x = pinned_empty((num_nodes, 128), torch.float32, "cuda")
     """
     device = torch.device(device) if device is not None else None
-    shape = tuple(int(size) for size in shape)
-    numel = 1
-    for size in shape:
-        numel *= size
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__} {dtype!r}")
+    try:
+        shape = tuple(operator.index(size) for size in shape)
+    except TypeError:
+        raise TypeError(f"shape must be a sequence of ints, got {shape!r}") from None
+    if any(size < 0 for size in shape):
+        raise ValueError(f"shape must hold sizes >= 0, got {shape}")
+    numel = math.prod(shape)
     nbytes = numel * dtype.itemsize
     if device is None or device.type != "cuda":
         return torch.empty(shape, dtype=dtype)
@@ -180,9 +187,7 @@ def _map(path: str, shape, dtype: torch.dtype, create: bool, pin_device: torch.d
     """``[shape]`` ``dtype`` tensor over the file at ``path``, shared with
     every other mapping of it; the file is created (and its memory reserved)
     when ``create``. Registered with CUDA when ``pin_device`` is a GPU."""
-    numel = 1
-    for size in shape:
-        numel *= int(size)
+    numel = math.prod(int(size) for size in shape)
     nbytes = numel * dtype.itemsize
     if nbytes == 0:  # mmap cannot map nothing; an empty array needs no sharing
         return torch.empty(shape, dtype=dtype)
