@@ -92,7 +92,7 @@ from tritongnn import CSCGraph, NeighborLoader  # noqa: E402
 from tritongnn.datasets import chung_lu, class_features  # noqa: E402
 from tritongnn.host_memory import memory_usage, pinned_empty  # noqa: E402
 from _record import append_record, new_record  # noqa: E402
-from bench_loader import cycle, train_step  # noqa: E402  (one training step, as the loader benchmark takes it)
+from bench_loader import cycle, sync, train_step  # noqa: E402  (one training step, as the loader benchmark takes it)
 
 GB = 1e9
 PARTS = ("pyg", "ablation", "models", "alone", "accuracy", "scaling")
@@ -144,11 +144,6 @@ def parse_args():
     p.add_argument("--torch", default=None, help="with --from-rows: the runs' torch version")
     p.add_argument("--note", default=None, help="with --from-rows: how the runs ended")
     return p.parse_args()
-
-
-def sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def host_gb() -> dict:

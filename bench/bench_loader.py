@@ -43,9 +43,14 @@ CEILINGS = "DESIGN.md ceilings (H200): HBM copy 4.2 TB/s, pinned host->device 55
            "naive Triton UVA gather 17 GB/s random / 54 sorted"
 
 
-def now(device):
+def sync(device):
+    """Wait for ``device``'s queued work (nothing to wait for on a CPU)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def now(device):
+    sync(device)
     return time.perf_counter()
 
 

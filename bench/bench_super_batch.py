@@ -56,14 +56,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tritongnn import CSCGraph, NeighborSampler  # noqa: E402
 from tritongnn.datasets import chung_lu, load_npz  # noqa: E402
 from _record import append_record, new_record  # noqa: E402
+from bench_loader import sync  # noqa: E402
 
 GB = 2**30
 CNR2000 = Path(__file__).resolve().parents[2] / "shared" / "data" / "cnr2000.npz"  # shared/ beside the checkout
-
-
-def sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def load_graphs(args, device):
