@@ -194,35 +194,70 @@ def test_sageconv_bipartite_and_fallback():
     torch.testing.assert_close(ours_max(x, ei), theirs_max(x, ei))
 
 
-def test_graphsage_with_trimmed_layers_matches_pyg():
-    # the loader's batches, PyG's layer-wise trimming: same outputs
+@pytest.mark.parametrize("fanouts, layers", [([4, 3], 2), ([4, 3, 2], 3), ([4, 3, 2], 2)])
+def test_graphsage_with_trimmed_layers_matches_pyg(fanouts, layers):
+    # the loader's batches, PyG's layer-wise trimming: the seeds' outputs and
+    # every gradient are PyG's, though each of our layers computes only the
+    # rows a later layer reads (TrimToDestinations), also with more hops
+    # than layers
     from test_loader import random_data
     from tritongnn import NeighborLoader
+    from tritongnn.nn.conv import TrimToDestinations
     data = random_data()
     with reference_on_cpu():
-        batch = next(iter(NeighborLoader(data, [4, 3], batch_size=16, seed=0, device="cpu")))
+        batch = next(iter(NeighborLoader(data, fanouts, batch_size=16, seed=0, device="cpu")))
     torch.manual_seed(0)
-    ours = GraphSAGE(data.num_features, 16, num_layers=2, out_channels=5)
-    theirs = PyGGraphSAGE(data.num_features, 16, num_layers=2, out_channels=5)
+    ours = GraphSAGE(data.num_features, 16, num_layers=layers, out_channels=5)
+    theirs = PyGGraphSAGE(data.num_features, 16, num_layers=layers, out_channels=5)
     theirs.load_state_dict(ours.state_dict())
     assert all(isinstance(conv, SAGEConv) for conv in ours.convs)
+    assert isinstance(ours._trim, TrimToDestinations)
     kwargs = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
                   num_sampled_edges_per_hop=batch.num_sampled_edges)
     with reference_on_cpu():
-        a = ours(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
-    b = theirs(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
-    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
-    # and GCN, built from tritongnn.nn.GCNConv
+        out = ours(batch.x, batch.edge_index, **kwargs)
+    expected = theirs(batch.x, batch.edge_index, **kwargs)
+    # the output's rows: the nodes of the hops no layer reached
+    assert out.size(0) == sum(batch.num_sampled_nodes[:len(fanouts) + 1 - layers])
+    torch.testing.assert_close(out[:batch.batch_size], expected[:batch.batch_size], rtol=1e-4, atol=1e-5)
+    grad = torch.randn(batch.batch_size, 5)
+    out[:batch.batch_size].backward(grad)
+    expected[:batch.batch_size].backward(grad)
+    for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5, msg=name)
+    # untrimmed, and with a normalisation that sees every row: PyG's trimming
+    with reference_on_cpu():
+        a = ours(batch.x, batch.edge_index)[:batch.batch_size]
+    torch.testing.assert_close(a, theirs(batch.x, batch.edge_index)[:batch.batch_size], rtol=1e-4, atol=1e-5)
+    normed = GraphSAGE(data.num_features, 16, num_layers=layers, out_channels=5, norm="batch_norm")
+    assert not isinstance(normed._trim, TrimToDestinations)
+    normed_pyg = PyGGraphSAGE(data.num_features, 16, num_layers=layers, out_channels=5, norm="batch_norm")
+    normed_pyg.load_state_dict(normed.state_dict())
+    with reference_on_cpu():
+        a = normed(batch.x, batch.edge_index, **kwargs)
+    torch.testing.assert_close(a, normed_pyg(batch.x, batch.edge_index, **kwargs), rtol=1e-4, atol=1e-5)
+
+
+def test_gcn_with_trimmed_layers_matches_pyg():
+    from test_loader import random_data
+    from tritongnn import NeighborLoader
     from torch_geometric.nn import GCN as PyGGCN
     from tritongnn.nn import GCN
+    data = random_data()
+    with reference_on_cpu():
+        batch = next(iter(NeighborLoader(data, [4, 3], batch_size=16, seed=0, device="cpu")))
     torch.manual_seed(0)
     ours, theirs = GCN(data.num_features, 16, num_layers=2, out_channels=5), \
         PyGGCN(data.num_features, 16, num_layers=2, out_channels=5)
     theirs.load_state_dict(ours.state_dict())
     assert all(isinstance(conv, GCNConv) for conv in ours.convs)
-    with reference_on_cpu():
-        a = ours(batch.x, batch.edge_index)[:batch.batch_size]
-    torch.testing.assert_close(a, theirs(batch.x, batch.edge_index)[:batch.batch_size], rtol=1e-4, atol=1e-5)
+    kwargs = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                  num_sampled_edges_per_hop=batch.num_sampled_edges)
+    for kw in ({}, kwargs):
+        with reference_on_cpu():
+            a = ours(batch.x, batch.edge_index, **kw)[:batch.batch_size]
+        torch.testing.assert_close(a, theirs(batch.x, batch.edge_index, **kw)[:batch.batch_size],
+                                   rtol=1e-4, atol=1e-5)
 
 
 def test_layers_route_through_the_kernel(monkeypatch):

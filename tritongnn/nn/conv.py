@@ -8,6 +8,7 @@ from torch_geometric.nn import GraphSAGE as PyGGraphSAGE
 from torch_geometric.nn import SAGEConv as PyGSAGEConv
 from torch_geometric.nn import SimpleConv as PyGSimpleConv
 from torch_geometric.nn.conv import MessagePassing
+from torch_geometric.utils._trim_to_layer import TrimToLayer
 
 from ..kernels.aggregate import aggregate
 
@@ -59,8 +60,50 @@ class SimpleConv(_KernelPropagate, PyGSimpleConv):
     propagate = _KernelPropagate.propagate
 
 
+class TrimToDestinations(torch.nn.Module):
+    """Layer-wise trimming that also drops each layer's unused outputs.
+
+    PyG's ``TrimToLayer`` hands layer ``i`` every node of hops ``0 .. L-i``
+    and computes an output row for each, though the next layer reads only
+    those of hops ``0 .. L-i-1`` (the destinations of its edges): at layer 0
+    of a [15, 10, 5] batch that is the whole last hop, most of the batch's
+    nodes, through both linear maps. Here layer ``i`` gets the bipartite pair
+    ``(x, x[:num_dst])``, so it computes only the rows a later layer (or the
+    seeds' output) reads: the rows of the seeds are the same as with PyG's
+    trimming, and the model's output holds the seeds and, with more hops than
+    layers, the nodes of the first hops (``[:batch_size]`` as before).
+    ``x`` then arrives already trimmed, so only ``edge_index`` is narrowed.
+    A ``SparseTensor`` or ``EdgeIndex`` (sizes of its own to trim) takes
+    PyG's trimming.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.pyg = TrimToLayer()
+
+    def forward(self, layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x, edge_index,
+                edge_attr=None):
+        if type(edge_index) is not torch.Tensor or edge_index.layout != torch.strided:
+            return self.pyg(layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x, edge_index, edge_attr)
+        if layer > 0:
+            keep = edge_index.size(1) - num_sampled_edges_per_hop[-layer]
+            edge_index = edge_index.narrow(1, 0, keep)
+            edge_attr = edge_attr.narrow(0, 0, keep) if edge_attr is not None else None
+        num_dst = x.size(0) - num_sampled_nodes_per_hop[-(layer + 1)]
+        return (x, x[:num_dst]), edge_index, edge_attr
+
+
 class GraphSAGE(PyGGraphSAGE):
-    """PyG's ``GraphSAGE`` with ``tritongnn.nn.SAGEConv`` layers."""
+    """PyG's ``GraphSAGE`` with ``tritongnn.nn.SAGEConv`` layers; trimmed
+    (``num_sampled_nodes_per_hop``), each layer computes only the rows later
+    layers read (``TrimToDestinations``), where no normalisation or jumping
+    knowledge needs the rows PyG's trimming keeps (then PyG's own)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        plain = self.jk_mode is None and all(isinstance(norm, torch.nn.Identity) for norm in self.norms)
+        if plain:
+            self._trim = TrimToDestinations()
 
     def init_conv(self, in_channels, out_channels, **kwargs) -> MessagePassing:
         return SAGEConv(in_channels, out_channels, **kwargs)
