@@ -82,7 +82,8 @@ def relabel_tiers(graph: CSCGraph | None, x: torch.Tensor | None, plan: CachePla
         if graph.num_nodes != num_nodes:
             raise ValueError(f"the cache plan orders {num_nodes} nodes, the graph has {graph.num_nodes}")
         work = device if device.type == "cuda" else graph.device  # where to relabel
-        relabelled = graph.to(work).relabel(plan.order.to(work))
+        # the loader keeps an edge_perm only for edge attributes (e_id): none, none renamed
+        relabelled = graph.to(work).relabel(plan.order.to(work), keep_edge_perm=graph.edge_perm is not None)
         if plan.num_adjacency == num_nodes:  # every list cached: one tier, on the device
             relabelled_graph = relabelled.to(device)
         elif host_empty is None:
