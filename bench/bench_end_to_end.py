@@ -21,7 +21,8 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
 * ``ablation``: GraphSAGE with tritongnn, each technique added to the one
   before (GARDEN's Fig. 19): UVA with no cache; + dual cache; + dynamic
   cache; + grouped sampler; + super-batches of 8; + group reuse / reorder;
-  + the Triton aggregation (``tritongnn.nn``); at each ``--budgets-gb``
+  + ``tritongnn.nn``'s GraphSAGE (the Triton aggregation, and layers that
+  compute only the rows later layers read); at each ``--budgets-gb``
   (0 = no budget: a budget that holds the whole graph); and everything in
   GPU memory (``placement="device"``).
 * ``models``: GCN and GAT (8 heads x 8; PyG's GAT for both loaders, the
@@ -31,7 +32,9 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   budget and all in GPU memory, and PyG's loader with its best
   ``--pyg-workers``.
 * ``alone``: the model alone on batches prepared in advance (8 of them,
-  cycled), scaled to the epoch: the floor the loader is hidden behind.
+  cycled), scaled to the epoch: the floor the loader is hidden behind;
+  and tritongnn's GraphSAGE once more with full float32 matmuls, to show
+  what ``--matmul-precision`` gives.
 * ``accuracy``: GraphSAGE trained for ``--acc-steps`` steps from three seeds
   with each loader, validation accuracy on ``--acc-val`` validation nodes.
 * ``scaling``: the recommended configuration at budget ``--budgets-gb[0]``
@@ -42,6 +45,9 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   --scaling-batch-sizes --scaling-fanouts --scaling-budgets-gb``); rows
   append to the CSV and ``--png`` draws every row of it.
 
+Every model's float32 matmuls run at ``--matmul-precision`` (default
+``high``: TF32 on the tensor cores, PyTorch's recommended training setting
+on Ampere and later), PyG's loader's rows and ours alike.
 Every model trains with PyG's layer-wise trimming
 (``num_sampled_nodes_per_hop``) where its loader gives per-hop counts:
 ours always; PyG's only with pyg-lib (torch-sparse's sampler returns none,
@@ -115,6 +121,8 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=8000)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--budgets-gb", type=float, nargs="+", default=[24, 0], help="0: no budget")
+    p.add_argument("--matmul-precision", default="high", choices=["highest", "high", "medium"],
+                   help="torch.set_float32_matmul_precision for every row (high: TF32 matmuls)")
     p.add_argument("--warmup", type=int, default=8, help="batches before timing")
     p.add_argument("--batches", type=int, default=0, help="batches timed (0: a whole epoch)")
     # a batch's features are ~2 GB here: 16 workers x 2 prefetched batches would
@@ -383,6 +391,7 @@ def main():
             plot_ablation(args.csv, [], args.ablation_png)
         return
     device = torch.device(args.device)
+    torch.set_float32_matmul_precision(args.matmul_precision)  # both loaders' models alike
     t0 = time.perf_counter()
     rows = []
     commit = args.commit
@@ -411,6 +420,7 @@ def main():
                     train=graph["train"].numel(), val=graph["val"].numel(), test=graph["test"].numel(),
                     num_neighbors=args.num_neighbors, batch_size=args.batch_size, hidden=args.hidden,
                     budgets_gb=args.budgets_gb, warmup=args.warmup, batches=args.batches,
+                    matmul_precision=args.matmul_precision,
                     graph=f"{graph['how']} in {graph['seconds']:.1f} s (generated in "
                           f"{graph['generation_seconds']:.1f} s; {graph['path']})",
                     features_seconds=round(x_seconds, 1), feature_gb=round(x.numel() * 4 / GB, 1),
@@ -461,9 +471,12 @@ def main():
                 break
         per_epoch = len(loader)
         del loader
-        runs = [("sage", "pyg"), ("sage", "tritongnn")] + \
-            [(k, "pyg" if k == "gat" else "tritongnn") for k in args.models if k != "sage"]
-        for kind, library in runs:
+        runs = [("sage", "pyg", args.matmul_precision), ("sage", "tritongnn", args.matmul_precision)] + \
+            [(k, "pyg" if k == "gat" else "tritongnn", args.matmul_precision) for k in args.models if k != "sage"]
+        if args.matmul_precision != "highest":  # what the TF32 matmuls give
+            runs.append(("sage", "tritongnn", "highest"))
+        for kind, library, precision in runs:
+            torch.set_float32_matmul_precision(precision)
             model, optimizer = make_model(kind, library, args, device)
             for batch in prepared:
                 train_step(model, optimizer, batch, trim=True)
@@ -473,10 +486,12 @@ def main():
             for i in range(steps):
                 train_step(model, optimizer, prepared[i % len(prepared)], trim=True)
             sync(device)
-            emit(dict(part="alone", model=kind, name=f"model alone ({library} aggregation; 8 batches prepared, "
-                      f"cycled)", library=library, epoch_seconds=(time.perf_counter() - start) * per_epoch / steps,
+            emit(dict(part="alone", model=kind, name=f"model alone ({library} layers, matmul {precision}; "
+                      f"8 batches prepared, cycled)", library=library, matmul_precision=precision,
+                      epoch_seconds=(time.perf_counter() - start) * per_epoch / steps,
                       batches_timed=steps, batches_per_epoch=per_epoch))
             del model, optimizer
+        torch.set_float32_matmul_precision(args.matmul_precision)
         del prepared
 
     if "ablation" in args.parts:
@@ -528,8 +543,10 @@ def finish(args, record, pyg):
         if base and row["part"] in ("ablation", "models"):
             row["vs_pyg_default"] = base[0]["epoch_seconds"] / row["epoch_seconds"]
             row["vs_pyg_best"] = base[1]["epoch_seconds"] / row["epoch_seconds"]
-    # the model alone with the same aggregation (PyG's, or the Triton kernel's)
-    alone = {(r["model"], r.get("library")): r for r in rows if r["part"] == "alone"}
+    # the model alone with the same layers (PyG's, or tritongnn.nn's) and matmul precision
+    precision = record["settings"].get("matmul_precision") if record.get("settings") else None
+    alone = {(r["model"], r.get("library")): r for r in rows
+             if r["part"] == "alone" and r.get("matmul_precision", precision) == precision}
     for row in rows:
         key = (row.get("model"), row.get("library"))
         if row["part"] in ("ablation", "models") and key in alone:
@@ -569,7 +586,8 @@ def from_rows(args):
         pyg[kind] = (default[0], min(mine, key=lambda r: r["epoch_seconds"]))
     commits = sorted({r.get("commit") for r in rows if r.get("commit")})
     record = new_record("end_to_end", None, ",".join(commits) or None, rows=rows,
-                        settings=dict(assembled_from=args.from_rows, note=args.note))
+                        settings=dict(assembled_from=args.from_rows, note=args.note,
+                                      matmul_precision=args.matmul_precision))
     record.update({k: v for k, v in dict(gpu=args.gpu, date=args.date, torch=args.torch).items() if v})
     finish(args, record, pyg)
 
