@@ -370,7 +370,7 @@ def pyg_runs(data, sampler, graph, args, device, kinds, emit):
             except torch.OutOfMemoryError as error:  # e.g. GAT's 8 heads on an untrimmed batch
                 emit(dict(part="pyg", model=kind, name=name, workers=workers, pin_memory=pin,
                           epoch_seconds=float("nan"), error=f"CUDA out of memory: {str(error).splitlines()[0]}"))
-                del it, loader, model, optimizer
+                it = loader = model = optimizer = None
                 gc.collect()
                 torch.cuda.empty_cache()
                 break  # every configuration runs the same model on the same batches
