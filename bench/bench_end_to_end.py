@@ -223,14 +223,15 @@ def pyg_data(graph, x, device):
 
 # --------------------------------------------------------------- models
 
-def make_model(kind, library, args, device, width=None):
+def make_model(kind, library, args, device, width=None, layers=None):
     """``kind`` in sage/gcn/gat; ``library`` "pyg" or "tritongnn" (its
-    aggregation kernel; GAT has none: PyG's)."""
+    aggregation kernel; GAT has none: PyG's); one layer per hop sampled
+    (``layers``, default ``--num-neighbors``'s)."""
     import torch_geometric.nn as pyg_nn
     import tritongnn.nn as our_nn
     width = width or args.features
     torch.manual_seed(0)
-    layers = len(args.num_neighbors)
+    layers = layers or len(args.num_neighbors)
     if kind == "gat":
         model = pyg_nn.GAT(width, 64, num_layers=layers, out_channels=args.classes, heads=8)
     else:
@@ -456,7 +457,8 @@ def main():
         build = time.perf_counter() - start
         if loader.cache is not None and profile is None and same:
             profile = loader.cache_profile
-        model, optimizer = make_model(kind, library, args, device, d.x.size(1))
+        model, optimizer = make_model(kind, library, args, device, d.x.size(1),
+                                      len(num_neighbors or args.num_neighbors))
         row = time_epoch(loader, args, device, lambda b: train_step(model, optimizer, b, trim=True))
         row = emit(dict(part=part, model=kind, name=name, library=library, build_seconds=build,
                         loader={k: v for k, v in kwargs.items() if k != "cache_profile"},

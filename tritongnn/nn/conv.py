@@ -85,6 +85,11 @@ class TrimToDestinations(torch.nn.Module):
                 edge_attr=None):
         if type(edge_index) is not torch.Tensor or edge_index.layout != torch.strided:
             return self.pyg(layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x, edge_index, edge_attr)
+        hops = len(num_sampled_nodes_per_hop) - 1
+        if layer >= hops:  # PyG's trimming would narrow by counts of other hops: a wrong output
+            raise ValueError(f"num_sampled_nodes_per_hop holds {hops} hop(s), but the model's layer {layer + 1} "
+                             f"needs one more: sample as many hops (num_neighbors) as the model has layers, "
+                             f"or call it without num_sampled_nodes_per_hop")
         if layer > 0:
             keep = edge_index.size(1) - num_sampled_edges_per_hop[-layer]
             edge_index = edge_index.narrow(1, 0, keep)
