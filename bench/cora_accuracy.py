@@ -71,18 +71,18 @@ def main():
     name = "cora" if args.data is None else os.path.basename(args.data).removesuffix(".npz")
     from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
     results = {}
-    for name, cls in (("tritongnn", NeighborLoader), ("PyG", PyGNeighborLoader)):
+    for library, cls in (("tritongnn", NeighborLoader), ("PyG", PyGNeighborLoader)):
         try:
-            results[name] = [run(cls, data, seed, args, device) for seed in range(args.seeds)]
+            results[library] = [run(cls, data, seed, args, device) for seed in range(args.seeds)]
         except ImportError as error:  # PyG without torch-sparse / pyg-lib
-            print(f"{name}: skipped ({error})")
+            print(f"{library}: skipped ({error})")
     record = new_record("cora_accuracy", device, args.commit, device_kind=str(device),
                         settings=vars(args) | dict(dataset=name, model=f"GraphSAGE {data.num_features}-64-"
                                                          f"{int(data.y.max()) + 1}, dropout 0.5, Adam lr 0.01 wd 5e-4"),
                         accuracy=results)
     append_record(args.out, record)
-    for name, accs in results.items():
-        print(f"{name:10s} {args.data or 'cora'} test accuracy {statistics.mean(accs):.4f} +- "
+    for library, accs in results.items():
+        print(f"{library:10s} {args.data or 'cora'} test accuracy {statistics.mean(accs):.4f} +- "
               f"{statistics.stdev(accs) if len(accs) > 1 else float('nan'):.4f} "
               f"over {len(accs)} seeds: {[round(a, 3) for a in accs]}")
     if len(results) == 2:
