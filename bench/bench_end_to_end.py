@@ -69,9 +69,11 @@ same JSON and CSV, and a call cut short keeps the rows it measured
 (``--out``'s ``.rows`` file; ``--from-rows`` makes their record)::
 
     E2E="python bench/bench_end_to_end.py --out bench/results/end_to_end.json --csv bench/results/end_to_end.csv"
-    $E2E --parts alone ablation pyg --budgets-gb 24 0 --batches 30 --pyg-workers 0 8 12 --pyg-batches 8
-    $E2E --parts models accuracy --budgets-gb 24 --batches 30 --pyg-workers 0 12 --pyg-pin-memory 0
-    $E2E --parts scaling --batches 30 --png bench/results/end_to_end_scaling.png
+    PYG="--pyg-workers 0 12 --pyg-pin-memory 0 --pyg-batches 6"
+    $E2E --parts ablation pyg --budgets-gb 24 0 --batches 30 $PYG           # 330 s on an H200
+    $E2E --parts alone models --budgets-gb 24 --batches 30 $PYG             # ~300 s
+    $E2E --parts scaling --budgets-gb 24 --batches 20 --png bench/results/end_to_end_scaling.png  # ~250 s
+    $E2E --parts accuracy --pyg-workers 12 --acc-steps 40
     $E2E --plot-only --ablation-png bench/results/end_to_end_ablation.png   # the README's figure, from the CSV
 
 The ratios to PyG's loader are computed within a run: give ``--parts pyg``
@@ -728,13 +730,16 @@ def plot(csv_path, rows, path):
 
 def plot_ablation(csv_path, rows, path):
     """Seconds per epoch of GraphSAGE: PyG's loader (default and best) and
-    each ablation step at each budget, the latest row of each in the CSV
-    (else this run's), on a log scale."""
+    each ablation step at each budget, from the latest record of the CSV
+    (else this run's; one record: its ratios were measured together), on a
+    log scale."""
     plt, rows = _plotting(csv_path, rows)
+    rows = [r for r in rows if r.get("model") == "sage" and r.get("part") in ("pyg", "ablation")]
+    newest = max((str(r.get("date")) for r in rows), default=None)
     latest = {}
     for r in rows:
-        if r.get("model") == "sage" and r.get("part") in ("pyg", "ablation"):
-            latest[r["part"], r["name"]] = r  # a later run's row replaces an earlier one's
+        if str(r.get("date")) == newest:
+            latest[r["part"], r["name"]] = r
     pyg = [r for (part, _), r in latest.items() if part == "pyg"]
     shown = []
     if pyg:
@@ -752,9 +757,10 @@ def plot_ablation(csv_path, rows, path):
         ax.text(value, i, f" {value:.1f}", va="center", fontsize=8)
     ax.set_yticks(range(len(shown)), labels, fontsize=8)
     ax.set_xscale("log")
-    commits = sorted({str(r.get("commit")) for _, r in shown})
-    ax.set(xlabel="seconds per epoch (log scale)",
-           title=f"GraphSAGE epoch, papers100M-scale graph, one GPU ({', '.join(commits)})")
+    commits = sorted({c for _, r in shown for c in str(r.get("commit")).split(",")})
+    ax.set_xlabel("seconds per epoch (log scale)")
+    ax.set_title(f"GraphSAGE epoch, papers100M-scale graph, one GPU\n{newest}, commit {', '.join(commits)}",
+                 fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
