@@ -9,11 +9,17 @@ sorted id order with ``kernels.gather._gather_kernel``:
 2. the host memory kind: torch's pinned memory (cudaHostAlloc), transparent
    huge pages registered with cudaHostRegister, write-combined cudaHostAlloc;
 3. evenly spaced sorted ids, 1 to 4096 rows apart (512 B to 2 MB): where the
-   rate falls as reads spread out.
+   rate falls as reads spread out;
+4. the dual cache's gather (``gather_rows`` with a GPU tier of the first
+   ``num_hot`` ids, the host table in other ids through ``row_map``), 50-90 %
+   of the ids cached: the host's rows first in a launch of their own
+   (``HOST_ROWS_FIRST``) against one pass over all rows in host order (the
+   default until this has been timed). ``--mixed-only`` runs this one alone (about a minute).
 
 Usage (GPU machine)::
 
     python bench/gather_uva_sweep.py --out bench/results/gather_uva_sweep.json
+    python bench/gather_uva_sweep.py --mixed-only --out bench/results/gather_uva_sweep.json
 """
 from __future__ import annotations
 
@@ -29,17 +35,11 @@ import triton
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from tritongnn.kernels.gather import _gather_kernel  # noqa: E402
+from tritongnn.kernels import gather as gather_module  # noqa: E402
+from tritongnn.kernels.gather import gather_one_tier, gather_rows  # noqa: E402
 from _record import append_record, new_record  # noqa: E402
 
 N, D = 1 << 24, 128
-
-
-def gather(table, ids, order, out, grid, block_rows, num_warps):
-    n = ids.numel()
-    _gather_kernel[(grid,)](table, table, ids, order, out, n, 0, triton.cdiv(n, block_rows), D,
-                            table.stride(0), table.stride(0), out.stride(0), TIERS=1, ORDERED=True,
-                            BLOCK_ROWS=block_rows, BLOCK_D=128, num_warps=num_warps)
 
 
 def rate(table, ids, x_gpu, grid, block_rows=32, num_warps=4):
@@ -48,7 +48,7 @@ def rate(table, ids, x_gpu, grid, block_rows=32, num_warps=4):
     grid = grid or triton.cdiv(ids.numel(), block_rows)
 
     def run():
-        gather(table, ids, torch.argsort(ids), out, grid, block_rows, num_warps)
+        gather_one_tier(table, ids, out, torch.argsort(ids), grid, block_rows, num_warps)
     run()
     if not torch.equal(out, x_gpu[ids]):
         return float("nan")
@@ -86,10 +86,40 @@ def host_tables(x_gpu):
             cudart.cudaFreeHost(ptr)
 
 
+def mixed_tiers(x_gpu, table):
+    """Experiment 4: rows per gather, % cached, order -> ms, host GB/s, correct."""
+    rows, default = [], gather_module.HOST_ROWS_FIRST
+    row_map = torch.randperm(N, device="cuda")  # internal id i reads host row row_map[i]
+    for cached in (0.5, 0.7, 0.9):
+        num_hot = int(cached * N)
+        hot = x_gpu[row_map[:num_hot]]
+        for n in (1 << 20, 3 << 20):  # 3 x 2^20: the rows of a papers100M-scale batch
+            ids = torch.randint(0, N, (n,), device="cuda")
+            expected = x_gpu[row_map[ids]]
+            host_bytes = int((ids >= num_hot).sum()) * D * 4
+            out = torch.empty(n, D, device="cuda")
+            for first in (True, False):
+                gather_module.HOST_ROWS_FIRST = first
+
+                def run():
+                    gather_rows(table, ids, out, hot=hot, num_hot=num_hot, row_map=row_map)
+                out.zero_()
+                run()
+                correct = torch.equal(out, expected)
+                ms = do_bench(run, warmup=10, rep=40, return_mode="median")
+                rows.append(dict(experiment="mixed tiers", ids=n, cached=cached,
+                                 order="host rows first" if first else "one pass, host order", ms=ms,
+                                 host_gbs=host_bytes / ms / 1e6 if correct else float("nan"), correct=correct))
+                print(rows[-1], flush=True)
+    gather_module.HOST_ROWS_FIRST = default
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=None, help="append the results to this JSON file")
     parser.add_argument("--commit", default=None)
+    parser.add_argument("--mixed-only", action="store_true", help="experiment 4 alone")
     args = parser.parse_args()
     torch.manual_seed(0)
     x_gpu = torch.randn(N, D, device="cuda")
@@ -97,6 +127,10 @@ def main():
     ids = {n: torch.randint(0, N, (n,), device="cuda") for n in (1 << 17, 1 << 20)}
     rows = []
     for kind, table in host_tables(x_gpu):
+        if kind.startswith("cudaHostAlloc ("):
+            rows += mixed_tiers(x_gpu, table)
+        if args.mixed_only:
+            break
         for n, id_set in ids.items():
             shapes = [(g, b, w) for g in (sms // 4, sms // 2, sms, 0) for b in (16, 32, 64) for w in (4, 8)] \
                 if kind.startswith("cudaHostAlloc (") else [(sms // 2, 32, 4), (0, 32, 4)]
@@ -117,8 +151,13 @@ def main():
     append_record(args.out, record)
     print(f"\n{record['gpu']}  commit {record['commit']}  {record['date']}")
     print(f"{'memory':32s} {'ids':>8s} {'spacing':>8s} {'grid':>11s} {'rows':>5s} {'warps':>5s} {'GB/s':>7s}")
-    best = {}
     for r in rows:
+        if r.get("experiment") == "mixed tiers":
+            print(f"mixed tiers: {r['ids']:8d} ids, {r['cached']:.0%} cached, {r['order']:22s} "
+                  f"{r['ms']:7.2f} ms, host rows {r['host_gbs']:6.1f} GB/s")
+    rows_shapes = [r for r in rows if "experiment" not in r]
+    best = {}
+    for r in rows_shapes:
         key = (r["memory"], r["ids"], r.get("spacing_rows"))
         if key not in best or r["gbs"] > best[key]["gbs"]:
             best[key] = r

@@ -31,6 +31,12 @@ cheap either way.
 
 From GPU memory alone (one tier, no sort) a full grid of 16-row blocks moves
 1.8-2.0 TB/s of useful bytes (torch.index_select: 0.83).
+
+With both a GPU tier and host rows (the dual cache), ``HOST_ROWS_FIRST``
+gathers the host's rows first, packed, by the small UVA grid, then the
+cached rows by a full grid: two launches over one sorted order whose split
+the kernel reads on the device (``cold_first_order``; why there). It is off
+until timed on the GPU.
 """
 from __future__ import annotations
 
@@ -53,26 +59,34 @@ def _gather_kernel(
     ids,        # [n] int64 row ids
     row_map,    # [N] int64 row of `cold` holding id i (MAPPED)
     order,      # [n] int64 visiting order (if ORDERED), e.g. argsort of the rows read
+    bounds,     # [2] int64 [begin, end) of the visiting order this launch covers (BOUNDED)
     out,        # [n, D] output, row i = table[ids[i]]
     n,
     num_hot,
-    num_blocks,  # cdiv(n, BLOCK_ROWS)
+    num_blocks,  # cdiv(n, BLOCK_ROWS) (BOUNDED: computed from bounds)
     D: tl.constexpr,  # row width in elements (one compile per width)
     stride_hot, stride_cold, stride_dyn, stride_prev, stride_out,  # row strides in elements
     TIERS: tl.constexpr,  # 1: every row from `cold`; 2: split at num_hot; 3: and `dynamic`
     REUSE: tl.constexpr,  # cold rows found in `previous` are read there (TIERS >= 2)
     MAPPED: tl.constexpr,  # `cold` is in other ids: id i is its row row_map[i]
     ORDERED: tl.constexpr,
+    BOUNDED: tl.constexpr,  # visit positions [bounds[0], bounds[1]) of `order` only
     BLOCK_ROWS: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
+    begin = 0
+    end = n
+    if BOUNDED:  # read on the device: the split needs no host sync
+        begin = tl.load(bounds)
+        end = tl.load(bounds + 1)
+        num_blocks = tl.cdiv(end - begin, BLOCK_ROWS)
     # Persistent over row blocks: with a grid smaller than the block count,
     # the programs walk the (sorted) rows side by side.
     # (a while loop: Triton's interpreter cannot range() over a runtime int)
     block = tl.program_id(0).to(tl.int64)
     while block < num_blocks:
-        i_r = block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-        m_r = i_r < n
+        i_r = begin + block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+        m_r = i_r < end
         if ORDERED:
             i_r = tl.load(order + i_r, mask=m_r, other=0)
         b_id = tl.load(ids + i_r, mask=m_r, other=0)
@@ -128,6 +142,67 @@ def _num_programs(n: int, block_rows: int, from_host: bool, device: torch.device
     if not from_host or device.type != "cuda":
         return blocks
     return max(1, min(blocks, torch.cuda.get_device_properties(device).multi_processor_count // 4))
+
+
+# True: cached and host rows in separate launches, the host's first
+# (``cold_first_order``). False: one pass over all rows in host order, the gather
+# measured so far. Off until bench/gather_uva_sweep.py --mixed-only has timed
+# both on the GPU: tested in the interpreter only.
+HOST_ROWS_FIRST = False
+
+
+def _reads_host(table: torch.Tensor, num_hot: int, device: torch.device) -> bool:
+    """Whether some rows come from a table in another device's memory (pinned
+    host memory, read through UVA)."""
+    return num_hot < table.size(0) and table.device != device
+
+
+def cold_first_order(ids: torch.Tensor, host_row: torch.Tensor, num_hot: int, num_rows: int):
+    """The visiting order of a gather whose rows ``>= num_hot`` live in host
+    memory: those first, in host-row order (neighbours share 64 KB pages),
+    then the cached rows; and ``bounds = [0, number of host rows, n]`` on the
+    device, so no count comes back to the host.
+
+    Why: mixed in one host-ordered pass, the cached rows (70 % of a batch at
+    the 24 GB budget of the papers100M-scale run) dilute every block of the
+    small UVA grid, so each program has fewer host reads in flight; there the
+    loader's gather moved its 0.5 GB of misses a batch at 12 GB/s, against
+    25 GB/s with no cache at all (bench/results/README.md). Packed, each
+    block of the UVA grid reads host rows only, and the cached rows get a
+    full grid of their own.
+
+    Args:
+        ids: ``[n]`` int64 ids gathered.
+        host_row: ``[n]`` int64 row of the host table each id reads.
+        num_hot: ids below it are cached on the GPU.
+        num_rows: rows of the host table (a key offset, so cached rows sort last).
+
+    Returns:
+        ``(order, bounds)``: ``[n]`` int64 positions of ``ids``, ``[3]`` int64.
+    """
+    cached = ids < num_hot
+    order = torch.argsort(host_row + cached.to(torch.int64) * num_rows)
+    bounds = torch.zeros(3, dtype=torch.int64, device=ids.device)
+    bounds[1] = ids.numel() - cached.sum()
+    bounds[2] = ids.numel()
+    return order, bounds
+
+
+def gather_one_tier(table: torch.Tensor, ids: torch.Tensor, out: torch.Tensor, order: torch.Tensor | None,
+                    grid: int, block_rows: int, num_warps: int = 4) -> torch.Tensor:
+    """``out[i] = table[ids[i]]`` through ``_gather_kernel`` with every row
+    from ``table`` and the launch given: visiting ``order`` (None: as
+    ``ids`` come), ``grid`` programs, ``block_rows`` rows each. For the
+    benchmarks that measure launch shapes and orders (``gather_rows``
+    chooses its own); no checks."""
+    n, width = ids.numel(), table.size(1)
+    block_d = min(next_power_of_2(width), 4096 // table.element_size())
+    _gather_kernel[(grid,)](table, table, table, ids, table, ids, ids, ids, order if order is not None else ids,
+                            ids, out, n, 0, triton.cdiv(n, block_rows), width, table.stride(0), table.stride(0),
+                            table.stride(0), table.stride(0), out.stride(0), TIERS=1, REUSE=False, MAPPED=False,
+                            ORDERED=order is not None, BOUNDED=False, BLOCK_ROWS=block_rows, BLOCK_D=block_d,
+                            num_warps=num_warps)
+    return out
 
 
 def _check_slot_tier(table, num_hot, rows, slot, rows_name, slot_name, exact):
@@ -220,7 +295,7 @@ def gather_rows(
     n = ids.numel()
     if n == 0:
         return out
-    from_host = num_hot < table.size(0) and table.device != device
+    from_host = _reads_host(table, num_hot, device)
     if num_hot == table.size(0):  # every row from the GPU tier
         table, num_hot, dynamic, previous, row_map = hot, 0, None, None, None
     tiers = 3 if dynamic is not None else 2 if num_hot > 0 or previous is not None else 1
@@ -230,17 +305,30 @@ def gather_rows(
     if not reuse:
         previous, prev_slot = table, ids  # not read
     mapped = row_map is not None
-    # through UVA, rows are visited in host order: neighbours share pages
-    order = torch.argsort(row_map[ids] if mapped else ids) if from_host else ids
+    host_row = (row_map[ids] if mapped else ids) if from_host else None
     if not mapped:
         row_map = ids  # not read
-    block_rows, block_d, num_warps = _launch_settings(table.size(1) * table.element_size(),
-                                                      table.element_size(), from_host)
-    grid = _num_programs(n, block_rows, from_host, device)
-    _gather_kernel[(grid,)](
-        hot, table, dynamic, slot, previous, prev_slot, ids, row_map, order, out, n, num_hot,
-        triton.cdiv(n, block_rows), table.size(1),
-        hot.stride(0), table.stride(0), dynamic.stride(0), previous.stride(0), out.stride(0),
-        TIERS=tiers, REUSE=reuse, MAPPED=mapped, ORDERED=from_host, BLOCK_ROWS=block_rows, BLOCK_D=block_d,
-        num_warps=num_warps)
+
+    def launch(order, bounds, block_rows, block_d, num_warps, grid):
+        _gather_kernel[(grid,)](
+            hot, table, dynamic, slot, previous, prev_slot, ids, row_map, order,
+            bounds if bounds is not None else ids, out, n, num_hot, triton.cdiv(n, block_rows), table.size(1),
+            hot.stride(0), table.stride(0), dynamic.stride(0), previous.stride(0), out.stride(0),
+            TIERS=tiers, REUSE=reuse, MAPPED=mapped, ORDERED=from_host, BOUNDED=bounds is not None,
+            BLOCK_ROWS=block_rows, BLOCK_D=block_d, num_warps=num_warps)
+
+    row_bytes, elem = table.size(1) * table.element_size(), table.element_size()
+    if not from_host:
+        block_rows, block_d, num_warps = _launch_settings(row_bytes, elem, False)
+        launch(ids, None, block_rows, block_d, num_warps, _num_programs(n, block_rows, False, device))
+    elif num_hot == 0 or not HOST_ROWS_FIRST:  # one pass in host order: neighbours share pages
+        block_rows, block_d, num_warps = _launch_settings(row_bytes, elem, True)
+        launch(torch.argsort(host_row), None, block_rows, block_d, num_warps,
+               _num_programs(n, block_rows, True, device))
+    else:  # the host's rows first, packed, by the UVA grid; then the cached rows by a full grid
+        order, bounds = cold_first_order(ids, host_row, num_hot, table.size(0))
+        block_rows, block_d, num_warps = _launch_settings(row_bytes, elem, True)
+        launch(order, bounds[0:2], block_rows, block_d, num_warps, _num_programs(n, block_rows, True, device))
+        block_rows, block_d, num_warps = _launch_settings(row_bytes, elem, False)
+        launch(order, bounds[1:3], block_rows, block_d, num_warps, _num_programs(n, block_rows, False, device))
     return out
