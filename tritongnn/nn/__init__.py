@@ -3,8 +3,11 @@
 ``tritongnn.nn.SAGEConv``, ``GCNConv`` and ``SimpleConv`` are PyG's layers
 (same arguments, parameters and outputs) with the sum/mean aggregation of
 ``kernels.aggregate`` in place of message materialisation plus scatter;
-``tritongnn.nn.GraphSAGE`` and ``GCN`` are PyG's models built from them. Anything the kernel does not cover (other
-aggregations, sparse adjacency, explain mode, hooks) falls back to PyG.
+``tritongnn.nn.GraphSAGE`` and ``GCN`` are PyG's models built from them;
+trimmed (``num_sampled_nodes_per_hop``), ``GraphSAGE``'s layers compute only
+the rows later layers read (``conv.TrimToDestinations``). Anything the kernel
+does not cover (other aggregations, sparse adjacency, explain mode, hooks)
+falls back to PyG.
 """
 from .conv import GCN, GCNConv, GraphSAGE, SAGEConv, SimpleConv
 
