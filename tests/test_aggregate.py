@@ -229,6 +229,9 @@ def test_graphsage_with_trimmed_layers_matches_pyg(fanouts, layers):
     with reference_on_cpu():
         a = ours(batch.x, batch.edge_index)[:batch.batch_size]
     torch.testing.assert_close(a, theirs(batch.x, batch.edge_index)[:batch.batch_size], rtol=1e-4, atol=1e-5)
+    # one count list without the other: PyG's error
+    with pytest.raises(ValueError, match="num_sampled_edges_per_hop"), reference_on_cpu():
+        ours(batch.x, batch.edge_index, num_sampled_nodes_per_hop=batch.num_sampled_nodes)
     deeper = GraphSAGE(data.num_features, 16, num_layers=len(fanouts) + 1, out_channels=5)
     with pytest.raises(ValueError, match="num_sampled_nodes_per_hop holds"), reference_on_cpu():
         deeper(batch.x, batch.edge_index, **kwargs)  # more layers than hops: no silent empty output

@@ -73,8 +73,8 @@ class TrimToDestinations(torch.nn.Module):
     trimming, and the model's output holds the seeds and, with more hops than
     layers, the nodes of the first hops (``[:batch_size]`` as before).
     ``x`` then arrives already trimmed, so only ``edge_index`` is narrowed.
-    A ``SparseTensor`` or ``EdgeIndex`` (sizes of its own to trim) takes
-    PyG's trimming.
+    A ``SparseTensor`` or ``EdgeIndex`` (sizes of its own to trim), or counts
+    that are not two lists, take PyG's trimming (and its errors).
     """
 
     def __init__(self):
@@ -83,7 +83,9 @@ class TrimToDestinations(torch.nn.Module):
 
     def forward(self, layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x, edge_index,
                 edge_attr=None):
-        if type(edge_index) is not torch.Tensor or edge_index.layout != torch.strided:
+        if not (isinstance(num_sampled_nodes_per_hop, list) and isinstance(num_sampled_edges_per_hop, list)) \
+                or type(edge_index) is not torch.Tensor or edge_index.layout != torch.strided:
+            # PyG's: its checks (one count list without the other) and its trimming
             return self.pyg(layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x, edge_index, edge_attr)
         hops = len(num_sampled_nodes_per_hop) - 1
         if layer >= hops:  # PyG's trimming would narrow by counts of other hops: a wrong output
