@@ -37,6 +37,11 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   what ``--matmul-precision`` gives.
 * ``accuracy``: GraphSAGE trained for ``--acc-steps`` steps from three seeds
   with each loader, validation accuracy on ``--acc-val`` validation nodes.
+* ``gather_order``: the recommended configuration at each non-zero budget
+  with the gather's one host-ordered pass and with ``HOST_ROWS_FIRST``
+  (``kernels/gather.py``), side by side.
+* ``profile``: torch.profiler over 5 steps of the recommended configuration
+  at ``--budgets-gb[0]``: the top kernels by GPU time (``--profile-trace``).
 * ``scaling``: the recommended configuration at budget ``--budgets-gb[0]``
   against batch size, fanouts and budget, and a feature-width point for this
   run's ``--features``. Other widths are runs of their own, with nodes and
@@ -58,7 +63,7 @@ gives seconds per epoch, the split (sampling, gather, model, waiting for
 batches), hit rates and host bytes (``loader.stats``).
 
 Parts run in this order whatever ``--parts`` says: ours (alone, ablation,
-models, scaling), then PyG's loader (pyg, PyG's GCN/GAT rows, accuracy), so
+models, scaling, gather_order, profile), then PyG's loader (pyg, PyG's GCN/GAT rows, accuracy), so
 that PyG's 26 GB of CPU edges and its workers' batches never share the host
 with our loaders' builds.
 
@@ -103,7 +108,7 @@ from _record import append_record, new_record  # noqa: E402
 from bench_loader import cycle, sync, train_step  # noqa: E402  (one training step, as the loader benchmark takes it)
 
 GB = 1e9
-PARTS = ("pyg", "ablation", "models", "alone", "accuracy", "scaling")
+PARTS = ("pyg", "ablation", "models", "alone", "accuracy", "scaling", "gather_order", "profile")
 
 
 def parse_args():
@@ -145,6 +150,7 @@ def parse_args():
     p.add_argument("--csv", default=None, help="append one row per configuration")
     p.add_argument("--png", default=None, help="the scaling figure")
     p.add_argument("--ablation-png", default=None, help="the ablation figure, with PyG's loader")
+    p.add_argument("--profile-trace", default=None, help="with --parts profile: a Chrome trace here")
     p.add_argument("--commit", default=None)
     p.add_argument("--from-rows", nargs="+", default=None,
                    help="run nothing: make the record of runs cut short from their .rows files")
@@ -525,6 +531,20 @@ def main():
     if "scaling" in args.parts:
         scaling(args, graph, all_bytes, ours)
 
+    if "gather_order" in args.parts:
+        from tritongnn.kernels import gather as gather_kernels
+        default = gather_kernels.HOST_ROWS_FIRST
+        for budget in [b for b in args.budgets_gb if b]:  # no budget: no host rows to order
+            for first in (False, True):
+                gather_kernels.HOST_ROWS_FIRST = first
+                ours("gather_order", f"recommended, {'host rows first' if first else 'one-pass'} gather "
+                     f"[{budget:g} GB]", dict(RECOMMENDED, cache_budget=budget_bytes(budget, all_bytes)),
+                     "tritongnn", extra=dict(host_rows_first=first))
+        gather_kernels.HOST_ROWS_FIRST = default
+
+    if "profile" in args.parts:
+        profile_steps(args, data, graph, all_bytes, device)
+
     # PyG's loader last: its 26 GB of CPU edges and its workers' batches
     # (2.5 GB each) held host memory our loaders then lacked (a run was
     # killed for it); ours are freed by now
@@ -674,6 +694,32 @@ def scaling(args, graph, all_bytes, ours):
              extra=dict(axis="budget_gb", value=gb))
     ours("scaling", f"width {args.features} ({graph['y'].numel()} nodes)", base, "tritongnn",
          extra=dict(axis="width", value=args.features))
+
+
+def profile_steps(args, data, graph, all_bytes, device, steps=5):
+    """torch.profiler over ``steps`` training steps of the recommended
+    configuration at ``--budgets-gb[0]`` after the warm-up: the kernels of
+    the loader's thread and the model's, by GPU time (``--profile-trace``:
+    a Chrome trace as well)."""
+    from torch.profiler import ProfilerActivity, profile
+    loader = our_loader(data, graph, args, device,
+                        **dict(RECOMMENDED, cache_budget=budget_bytes(args.budgets_gb[0], all_bytes)))
+    model, optimizer = make_model("sage", "tritongnn", args, device)
+    batches = cycle(loader)
+    for _ in range(max(1, args.warmup)):
+        train_step(model, optimizer, next(batches), trim=True)
+    sync(device)
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            train_step(model, optimizer, next(batches), trim=True)
+        sync(device)
+    print(prof.key_averages().table(sort_by="cuda_time_total" if cuda else "cpu_time_total", row_limit=30),
+          flush=True)
+    if args.profile_trace:
+        prof.export_chrome_trace(args.profile_trace)
+        print(f"wrote {args.profile_trace}", flush=True)
 
 
 def write_csv(path, record):
