@@ -735,7 +735,7 @@ def write_csv(path, record):
         if new:
             w.writerow(columns)
         for r in record["rows"]:
-            flat = dict(r, commit=record["commit"], date=record["date"], gpu=record["gpu"], **(r.get("split") or {}),
+            flat = dict(r, commit=r.get("commit") or record["commit"], date=record["date"], gpu=record["gpu"], **(r.get("split") or {}),
                         **(r.get("hits") or {}))
             w.writerow([flat.get(c, "") for c in columns])
 
