@@ -63,9 +63,9 @@ gives seconds per epoch, the split (sampling, gather, model, waiting for
 batches), hit rates and host bytes (``loader.stats``).
 
 Parts run in this order whatever ``--parts`` says: ours (alone, ablation,
-models, scaling, gather_order, profile), then PyG's loader (pyg, PyG's GCN/GAT rows, accuracy), so
-that PyG's 26 GB of CPU edges and its workers' batches never share the host
-with our loaders' builds.
+models, scaling, gather_order, profile), then PyG's loader (pyg, PyG's
+GCN/GAT rows, accuracy), so that PyG's 26 GB of CPU edges and its workers'
+batches never share the host with our loaders' builds.
 
 Usage (GPU machine; PyG's baseline needs ../shared/wheels). Each call
 regenerates the topology unless the machine kept ``--data-dir`` (10 s on an
@@ -616,7 +616,9 @@ def from_rows(args):
                           + os.path.basename(path)) for line in f if line.strip()]
     pyg = {}
     for kind in {r["model"] for r in rows if r["part"] == "pyg"}:
-        mine = [r for r in rows if r["part"] == "pyg" and r["model"] == kind]
+        mine = [r for r in rows if r["part"] == "pyg" and r["model"] == kind and not r.get("error")]
+        if not mine:  # e.g. out of GPU memory in every configuration
+            continue
         default = [r for r in mine if r.get("workers", 0) == 0] or mine
         pyg[kind] = (default[0], min(mine, key=lambda r: r["epoch_seconds"]))
     commits = sorted({r.get("commit") for r in rows if r.get("commit")})
