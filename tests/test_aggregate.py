@@ -244,6 +244,32 @@ def test_graphsage_with_trimmed_layers_matches_pyg(fanouts, layers):
     torch.testing.assert_close(a, normed_pyg(batch.x, batch.edge_index, **kwargs), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("fanouts, layers", [([4, 3], 2), ([4, 3, 2], 3), ([4, 3, 2], 2)])
+def test_graphsage_with_trimmed_layers_matches_pyg_on_the_gpu(fanouts, layers):
+    # the same, compiled: the aggregation kernels on bipartite layers, on a GPU
+    from test_loader import random_data
+    from tritongnn import NeighborLoader
+    data = random_data(num_nodes=3000, num_edges=60000)
+    batch = next(iter(NeighborLoader(data, fanouts, batch_size=256, seed=0, device="cuda")))
+    torch.manual_seed(0)
+    ours = GraphSAGE(data.num_features, 32, num_layers=layers, out_channels=5).cuda()
+    theirs = PyGGraphSAGE(data.num_features, 32, num_layers=layers, out_channels=5).cuda()
+    theirs.load_state_dict(ours.state_dict())
+    kwargs = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                  num_sampled_edges_per_hop=batch.num_sampled_edges)
+    assert torch.get_float32_matmul_precision() == "highest"  # float32 against float32
+    out = ours(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
+    expected = theirs(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    expected.backward(grad)
+    for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-4, msg=name)
+
+
 def test_gcn_with_trimmed_layers_matches_pyg():
     from test_loader import random_data
     from tritongnn import NeighborLoader
