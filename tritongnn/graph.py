@@ -14,6 +14,11 @@ import torch
 _INT32_MAX = 2**31 - 1
 
 
+def _index_dtype(num_nodes: int) -> torch.dtype:
+    """The dtype of ``indices``: int32 where the node ids fit, else int64."""
+    return torch.int32 if num_nodes <= _INT32_MAX else torch.int64
+
+
 def _as_index(t, name: str) -> torch.Tensor:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -61,9 +66,8 @@ class CSCGraph:
         if indices.dim() != 1:
             raise ValueError(f"indices must be 1-D, got shape {tuple(indices.shape)}")
         num_nodes = indptr.numel() - 1
-        index_dtype = torch.int32 if num_nodes <= _INT32_MAX else torch.int64
         self.indptr = indptr.to(torch.int64)
-        self.indices = indices.to(index_dtype)
+        self.indices = indices.to(_index_dtype(num_nodes))
         self.edge_perm = None if edge_perm is None else _as_index(edge_perm, "edge_perm").to(torch.int64)
         if validate:
             self._validate()
@@ -121,8 +125,7 @@ class CSCGraph:
             # no sort, whose keys, values and temporaries would take ~4x edge_index on the device
             perm = torch.arange(num_edges, device=device) if keep_edge_perm else None
             # a copy in the graph's index dtype: never a view of the caller's edge_index
-            index_dtype = torch.int32 if num_nodes <= _INT32_MAX else torch.int64
-            return cls(indptr, src.to(index_dtype, copy=True), perm, validate=False)
+            return cls(indptr, src.to(_index_dtype(num_nodes), copy=True), perm, validate=False)
         perm = torch.argsort(dst, stable=True)  # stable: parallel edges keep their order
         return cls(indptr, src[perm], perm if keep_edge_perm else None, validate=False)
 

@@ -196,7 +196,7 @@ def gather_one_tier(table: torch.Tensor, ids: torch.Tensor, out: torch.Tensor, o
     benchmarks that measure launch shapes and orders (``gather_rows``
     chooses its own); no checks."""
     n, width = ids.numel(), table.size(1)
-    block_d = min(next_power_of_2(width), 4096 // table.element_size())
+    block_d = _launch_settings(width * table.element_size(), table.element_size(), True)[1]
     _gather_kernel[(grid,)](table, table, table, ids, table, ids, ids, ids, order if order is not None else ids,
                             ids, out, n, 0, triton.cdiv(n, block_rows), width, table.stride(0), table.stride(0),
                             table.stride(0), table.stride(0), out.stride(0), TIERS=1, REUSE=False, MAPPED=False,
@@ -309,26 +309,24 @@ def gather_rows(
     if not mapped:
         row_map = ids  # not read
 
-    def launch(order, bounds, block_rows, block_d, num_warps, grid):
-        _gather_kernel[(grid,)](
+    def launch(order, bounds, uva):
+        """One pass over ``order`` (``bounds``: its part), shaped for rows
+        read through UVA (``uva``) or from GPU memory."""
+        block_rows, block_d, num_warps = _launch_settings(table.size(1) * table.element_size(),
+                                                          table.element_size(), uva)
+        _gather_kernel[(_num_programs(n, block_rows, uva, device),)](
             hot, table, dynamic, slot, previous, prev_slot, ids, row_map, order,
             bounds if bounds is not None else ids, out, n, num_hot, triton.cdiv(n, block_rows), table.size(1),
             hot.stride(0), table.stride(0), dynamic.stride(0), previous.stride(0), out.stride(0),
             TIERS=tiers, REUSE=reuse, MAPPED=mapped, ORDERED=from_host, BOUNDED=bounds is not None,
             BLOCK_ROWS=block_rows, BLOCK_D=block_d, num_warps=num_warps)
 
-    row_bytes, elem = table.size(1) * table.element_size(), table.element_size()
     if not from_host:
-        block_rows, block_d, num_warps = _launch_settings(row_bytes, elem, False)
-        launch(ids, None, block_rows, block_d, num_warps, _num_programs(n, block_rows, False, device))
+        launch(ids, None, uva=False)
     elif num_hot == 0 or not HOST_ROWS_FIRST:  # one pass in host order: neighbours share pages
-        block_rows, block_d, num_warps = _launch_settings(row_bytes, elem, True)
-        launch(torch.argsort(host_row), None, block_rows, block_d, num_warps,
-               _num_programs(n, block_rows, True, device))
+        launch(torch.argsort(host_row), None, uva=True)
     else:  # the host's rows first, packed, by the UVA grid; then the cached rows by a full grid
         order, bounds = cold_first_order(ids, host_row, num_hot, table.size(0))
-        block_rows, block_d, num_warps = _launch_settings(row_bytes, elem, True)
-        launch(order, bounds[0:2], block_rows, block_d, num_warps, _num_programs(n, block_rows, True, device))
-        block_rows, block_d, num_warps = _launch_settings(row_bytes, elem, False)
-        launch(order, bounds[1:3], block_rows, block_d, num_warps, _num_programs(n, block_rows, False, device))
+        launch(order, bounds[0:2], uva=True)
+        launch(order, bounds[1:3], uva=False)
     return out
