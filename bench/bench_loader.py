@@ -122,12 +122,12 @@ def bench_gather(data, graph_gpu, x_gpu, x_host, args, device, rows, seeds):
     from triton.testing import do_bench, do_bench_cudagraph
     import triton
     from tritongnn import NeighborSampler
-    from tritongnn.kernels.gather import gather_one_tier
+    from tritongnn.kernels.gather import _gather_one_tier
 
     width, elem = x_gpu.size(1), x_gpu.element_size()
 
     def naive(table, ids, out):  # the "naive Triton gather": unsorted, full grid
-        gather_one_tier(table, ids, out, None, triton.cdiv(ids.numel(), 32), 32)
+        _gather_one_tier(table, ids, out, None, triton.cdiv(ids.numel(), 32), 32)
 
     def measure(name, fn, ids, out, note, graph=False):
         out.zero_()

@@ -36,7 +36,7 @@ from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tritongnn.kernels import gather as gather_module  # noqa: E402
-from tritongnn.kernels.gather import gather_one_tier, gather_rows  # noqa: E402
+from tritongnn.kernels.gather import _gather_one_tier, gather_rows  # noqa: E402
 from _record import append_record, new_record  # noqa: E402
 
 N, D = 1 << 24, 128
@@ -48,7 +48,7 @@ def rate(table, ids, x_gpu, grid, block_rows=32, num_warps=4):
     grid = grid or triton.cdiv(ids.numel(), block_rows)
 
     def run():
-        gather_one_tier(table, ids, out, torch.argsort(ids), grid, block_rows, num_warps)
+        _gather_one_tier(table, ids, out, torch.argsort(ids), grid, block_rows, num_warps)
     run()
     if not torch.equal(out, x_gpu[ids]):
         return float("nan")

@@ -211,10 +211,10 @@ def test_gather_host_rows_first(device, monkeypatch, mapped):
 
 
 def test_cold_first_order():
-    from tritongnn.kernels.gather import cold_first_order
+    from tritongnn.kernels.gather import _cold_first_order
     ids = torch.tensor([7, 1, 9, 3, 8, 0, 5])
     host_row = torch.tensor([70, 10, 90, 30, 80, 0, 50])
-    order, bounds = cold_first_order(ids, host_row, num_hot=4, num_rows=100)
+    order, bounds = _cold_first_order(ids, host_row, num_hot=4, num_rows=100)
     assert bounds.tolist() == [0, 4, 7]
     assert ids[order].tolist() == [5, 7, 8, 9, 0, 1, 3]  # host rows (>= 4) in host order, then the cached
     assert sorted(order.tolist()) == list(range(7))
@@ -223,12 +223,12 @@ def test_cold_first_order():
 def test_gather_one_tier_for_the_benchmarks():
     # the launch the benchmarks time (naive and sorted UVA gathers) stays in
     # step with the kernel's signature
-    from tritongnn.kernels.gather import gather_one_tier
+    from tritongnn.kernels.gather import _gather_one_tier
     x = table(50, 40, torch.float32, 4)
     ids = torch.randint(0, 50, (77,), generator=torch.Generator().manual_seed(2))
     for order in (None, torch.argsort(ids)):
         out = torch.zeros(77, 40)
-        assert_bits_equal(gather_one_tier(x, ids, out, order, grid=3, block_rows=16), x[ids])
+        assert_bits_equal(_gather_one_tier(x, ids, out, order, grid=3, block_rows=16), x[ids])
 
 
 def test_gather_bad_num_hot():

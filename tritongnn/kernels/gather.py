@@ -35,7 +35,7 @@ From GPU memory alone (one tier, no sort) a full grid of 16-row blocks moves
 With both a GPU tier and host rows (the dual cache), ``HOST_ROWS_FIRST``
 gathers the host's rows first, packed, by the small UVA grid, then the
 cached rows by a full grid: two launches over one sorted order whose split
-the kernel reads on the device (``cold_first_order``; why there). It is off
+the kernel reads on the device (``_cold_first_order``; why there). It is off
 until timed on the GPU.
 """
 from __future__ import annotations
@@ -145,7 +145,7 @@ def _num_programs(n: int, block_rows: int, from_host: bool, device: torch.device
 
 
 # True: cached and host rows in separate launches, the host's first
-# (``cold_first_order``). False: one pass over all rows in host order, the gather
+# (``_cold_first_order``). False: one pass over all rows in host order, the gather
 # measured so far. Off until bench/gather_uva_sweep.py --mixed-only has timed
 # both on the GPU: tested in the interpreter only.
 HOST_ROWS_FIRST = False
@@ -157,7 +157,7 @@ def _reads_host(table: torch.Tensor, num_hot: int, device: torch.device) -> bool
     return num_hot < table.size(0) and table.device != device
 
 
-def cold_first_order(ids: torch.Tensor, host_row: torch.Tensor, num_hot: int, num_rows: int):
+def _cold_first_order(ids: torch.Tensor, host_row: torch.Tensor, num_hot: int, num_rows: int):
     """The visiting order of a gather whose rows ``>= num_hot`` live in host
     memory: those first, in host-row order (neighbours share 64 KB pages),
     then the cached rows; and ``bounds = [0, number of host rows, n]`` on the
@@ -188,7 +188,7 @@ def cold_first_order(ids: torch.Tensor, host_row: torch.Tensor, num_hot: int, nu
     return order, bounds
 
 
-def gather_one_tier(table: torch.Tensor, ids: torch.Tensor, out: torch.Tensor, order: torch.Tensor | None,
+def _gather_one_tier(table: torch.Tensor, ids: torch.Tensor, out: torch.Tensor, order: torch.Tensor | None,
                     grid: int, block_rows: int, num_warps: int = 4) -> torch.Tensor:
     """``out[i] = table[ids[i]]`` through ``_gather_kernel`` with every row
     from ``table`` and the launch given: visiting ``order`` (None: as
@@ -326,7 +326,7 @@ def gather_rows(
     elif num_hot == 0 or not HOST_ROWS_FIRST:  # one pass in host order: neighbours share pages
         launch(torch.argsort(host_row), None, uva=True)
     else:  # the host's rows first, packed, by the UVA grid; then the cached rows by a full grid
-        order, bounds = cold_first_order(ids, host_row, num_hot, table.size(0))
+        order, bounds = _cold_first_order(ids, host_row, num_hot, table.size(0))
         launch(order, bounds[0:2], uva=True)
         launch(order, bounds[1:3], uva=False)
     return out
