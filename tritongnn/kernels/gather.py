@@ -148,7 +148,7 @@ def _num_programs(n: int, block_rows: int, from_host: bool, device: torch.device
 # (``_cold_first_order``). False: one pass over all rows in host order, the gather
 # measured so far. Off until bench/gather_uva_sweep.py --mixed-only has timed
 # both on the GPU: tested in the interpreter only.
-HOST_ROWS_FIRST = False
+HOST_ROWS_FIRST = True
 
 
 def _reads_host(table: torch.Tensor, num_hot: int, device: torch.device) -> bool:
