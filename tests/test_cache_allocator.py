@@ -117,6 +117,47 @@ def test_plan_stays_within_budget(n, budget, chunks, seed):
     assert 0.0 <= plan.feature_hit_rate <= 1.0 and 0.0 <= plan.adjacency_hit_rate <= 1.0
 
 
+def test_dynamic_bytes_come_out_of_the_feature_cache():
+    # everything fits: the dynamic cache's row is the least-used static row,
+    # the adjacency cache keeps every list
+    p = profile_of([5.0, 4.0, 3.0, 2.0], [10, 10, 10, 10])
+    degree = torch.full((4,), 2)  # a list costs 2 * 4 + 8 = 16 bytes, as a row
+    whole = plan_cache(p, degree, row_bytes=16, budget=128)
+    assert (whole.num_feature, whole.num_adjacency) == (4, 4)
+    plan = plan_cache(p, degree, row_bytes=16, budget=128, dynamic_bytes=16)
+    assert (plan.num_feature, plan.num_adjacency, plan.budget) == (3, 4, 112)
+    assert sorted(plan.order[:3].tolist()) == [0, 1, 2]
+    # past the feature cache's rows, the adjacency cache pays the rest
+    plan = plan_cache(p, degree, row_bytes=16, budget=128, dynamic_bytes=80)
+    assert (plan.num_feature, plan.num_adjacency) == (0, 3)
+
+
+@given(n=st.integers(1, 200), budget=st.integers(0, 20000), share=st.floats(0, 1), chunks=st.integers(1, 32),
+       seed=st.integers(0, 99))
+def test_dynamic_bytes_shrink_the_hottest_rows_only(n, budget, share, chunks, seed):
+    g = torch.Generator().manual_seed(seed)
+    p = profile_of((torch.rand(n, generator=g) ** 4 * 100).tolist(),
+                   torch.randint(0, 20, (n,), generator=g).tolist())
+    degree = torch.randint(0, 50, (n,), generator=g)
+    dynamic_bytes = int(budget * share)
+    whole = plan_cache(p, degree, row_bytes=64, budget=budget, chunks=chunks)
+    plan = plan_cache(p, degree, row_bytes=64, budget=budget, chunks=chunks, dynamic_bytes=dynamic_bytes)
+    assert plan.feature_bytes + plan.adjacency_bytes <= plan.budget == budget - dynamic_bytes
+    assert sorted(plan.order.tolist()) == list(range(n))
+    if dynamic_bytes <= whole.feature_bytes:
+        # the rows pay: the static rows kept are among the whole budget's,
+        # at most the dynamic cache's bytes fewer (rounded up to a row)
+        assert set(plan.order[:plan.num_feature].tolist()) <= set(whole.order[:whole.num_feature].tolist())
+        assert plan.num_feature >= whole.num_feature - -(-dynamic_bytes // 64)
+
+
+def test_bad_dynamic_bytes():
+    p = profile_of([1.0], [1])
+    for bad in (-1, 101, 1.5, True):
+        with pytest.raises(ValueError, match="dynamic_bytes"):
+            plan_cache(p, torch.tensor([1]), 4, 100, dynamic_bytes=bad)
+
+
 def test_plan_by_degree_fills_features_by_degree():
     p = profile_of([1.0, 1.0, 1.0, 1.0], [0, 0, 0, 0], inputs=[1, 7, 1, 1])
     plan = plan_by_degree(p, torch.tensor([1, 9, 3, 0]), row_bytes=10, budget=25)

@@ -55,8 +55,10 @@ class DynamicCacheConfig:
     """Settings of the dynamic feature cache (``NeighborLoader(dynamic_cache=...)``).
 
     Attributes:
-        fraction: share of ``cache_budget`` given to the dynamic cache; the
-            static caches are planned with the rest.
+        fraction: share of ``cache_budget`` given to the dynamic cache,
+            taken from the static feature cache's share (its least-used
+            rows; ``cache.allocator``): the adjacency cache is planned as
+            for the whole budget.
         decay: gamma of eq. 5, in (0, 1): how fast old accesses fade.
         update_every: T_update, batches between refreshes.
         max_epochs: epochs after which updates stop.

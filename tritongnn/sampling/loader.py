@@ -176,7 +176,8 @@ class NeighborLoader:
             cache misses, refreshed from recent accesses (GARDEN's ADFC):
             None/False (off), True (defaults), or a dict of or a
             ``tritongnn.cache.DynamicCacheConfig``; its share of
-            ``cache_budget`` is ``fraction``.
+            ``cache_budget`` is ``fraction``, taken from the static feature
+            cache's least-used rows (the adjacency cache keeps its share).
         reuse: with ``placement="host"``, rows read from host memory are
             reused on the GPU instead of read again (``tritongnn.cache.reuse``;
             batches are the same either way): ``True``, the previous batch's
@@ -437,12 +438,13 @@ class NeighborLoader:
             row_bytes = x.size(1) * x.element_size()
             # nodes by the number of neighbour lists they appear in: how often sampling can pick them
             appearances = torch.bincount(graph.indices.long(), minlength=graph.num_nodes)
-            return self._split_dynamic(lambda b: plan_by_degree(profile, appearances, row_bytes, b),
+            return self._split_dynamic(lambda b, d: plan_by_degree(profile, appearances, row_bytes, b - d),
                                        budget, row_bytes, dynamic, graph.num_nodes)
         row_bytes = budget + 1 if x is None else x.size(1) * x.element_size()
         degree = graph.degree()
         return self._split_dynamic(
-            lambda b: plan_cache(profile, degree, row_bytes, b, index_bytes=graph.indices.element_size()),
+            lambda b, d: plan_cache(profile, degree, row_bytes, b, index_bytes=graph.indices.element_size(),
+                                    dynamic_bytes=d),
             budget, row_bytes, dynamic if x is not None else None, graph.num_nodes)
 
     def _share_cache(self, group: HostGroup, graph, build_graph, x, budget, policy, dynamic) -> DualCache | None:
@@ -511,17 +513,19 @@ class NeighborLoader:
     @staticmethod
     def _split_dynamic(plan_for, budget, row_bytes, dynamic, num_nodes):
         """The static plan and the dynamic cache's rows: the dynamic cache
-        takes ``dynamic.fraction`` of the budget, unless the whole budget
-        already caches every feature row (then it would hold nothing)."""
+        takes ``dynamic.fraction`` of the budget, out of the feature cache's
+        share (``plan_for(budget, dynamic_bytes)``; ``cache.allocator``),
+        unless the whole budget already caches every feature row (then it
+        would hold nothing)."""
         rows = 0 if dynamic is None else int(budget * dynamic.fraction) // row_bytes
         if rows == 0:
-            return plan_for(budget), 0
+            return plan_for(budget, 0), 0
         if budget >= num_nodes * row_bytes:  # only then can the whole budget cache every row
-            plan = plan_for(budget)
+            plan = plan_for(budget, 0)
             if plan.num_feature == num_nodes:
                 return plan, 0
         # (planning a 10^7-node profile takes seconds: plan once when the rows cannot all fit)
-        return plan_for(budget - rows * row_bytes), rows
+        return plan_for(budget, rows * row_bytes), rows
 
     def _resolve_budget(self, budget) -> int:
         if budget == "auto":
