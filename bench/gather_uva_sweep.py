@@ -13,8 +13,9 @@ sorted id order with ``kernels.gather._gather_kernel``:
 4. the dual cache's gather (``gather_rows`` with a GPU tier of the first
    ``num_hot`` ids, the host table in other ids through ``row_map``), 50-90 %
    of the ids cached: the host's rows first in a launch of their own
-   (``HOST_ROWS_FIRST``) against one pass over all rows in host order (the
-   default until this has been timed). ``--mixed-only`` runs this one alone (about a minute).
+   (``HOST_ROWS_FIRST``, the default since this timed it faster) against one
+   pass over all rows in host order. ``--mixed-only`` runs this one alone
+   (about a minute).
 
 Usage (GPU machine)::
 

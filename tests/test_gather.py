@@ -176,15 +176,17 @@ def test_gather_persistent_grid(monkeypatch):
         assert_bits_equal(out, x[ids])
 
 
+@pytest.mark.parametrize("first", [True, False])
 @pytest.mark.parametrize("mapped", [False, True])
-def test_gather_host_rows_first(device, monkeypatch, mapped):
-    # A table read through UVA with cached rows, HOST_ROWS_FIRST: the host's
-    # rows are visited first, in host order, by the small UVA grid, then the
-    # cached rows by a full grid, each launch reading its bounds on the
-    # device. On the CPU the table is made to count as another device's;
+def test_gather_host_rows_first(device, monkeypatch, mapped, first):
+    # A table read through UVA with cached rows. HOST_ROWS_FIRST (the
+    # default): the host's rows are visited first, in host order, by the
+    # small UVA grid, then the cached rows by a full grid, each launch
+    # reading its bounds on the device; else one pass over all rows in host
+    # order. On the CPU the table is made to count as another device's;
     # every tier is in play.
     from tritongnn.kernels import gather
-    monkeypatch.setattr(gather, "HOST_ROWS_FIRST", True)
+    monkeypatch.setattr(gather, "HOST_ROWS_FIRST", first)
     x = table(500, 40, torch.float32, 2)
     user, row_map = in_other_ids(x, mapped, 3)
     if device.type == "cpu":
