@@ -210,6 +210,13 @@ def test_gather_host_rows_first(device, monkeypatch, mapped, first):
         gather_rows(user, ids.to(device), out, hot=x[:num_hot].to(device), num_hot=num_hot,
                     row_map=None if row_map is None else row_map.to(device), **(on if num_hot == 200 else {}))
         assert_bits_equal(out.cpu(), x[ids])
+    # no static tier, the previous batch's rows only (reuse without a cache)
+    prev_slot = torch.full((500,), -1, dtype=torch.int32)
+    prev_slot[torch.tensor([217, 240, 499])] = torch.tensor([2, 0, 1], dtype=torch.int32)
+    out = torch.full((2000, 40), 3.0, device=device)
+    gather_rows(user, ids.to(device), out, hot=x[:0].to(device), num_hot=0, previous=previous.to(device),
+                prev_slot=prev_slot.to(device), row_map=None if row_map is None else row_map.to(device))
+    assert_bits_equal(out.cpu(), x[ids])
 
 
 def test_cold_first_order():
@@ -220,6 +227,15 @@ def test_cold_first_order():
     assert bounds.tolist() == [0, 4, 7]
     assert ids[order].tolist() == [5, 7, 8, 9, 0, 1, 3]  # host rows (>= 4) in host order, then the cached
     assert sorted(order.tolist()) == list(range(7))
+    # rows another GPU tier serves (a slot >= 0: the dynamic cache, the
+    # previous batch) go with the cached rows, whichever tier it is
+    slot = torch.full((6,), -1, dtype=torch.int32)
+    slot[8 - 4] = 0
+    prev_slot = torch.full((7,), -1, dtype=torch.int32)  # a spare entry, as the reuse tier allows
+    prev_slot[5 - 4] = 2
+    order, bounds = _cold_first_order(ids, host_row, num_hot=4, num_rows=100, slots=[slot, prev_slot])
+    assert bounds.tolist() == [0, 2, 7]
+    assert ids[order].tolist() == [7, 9, 0, 1, 3, 5, 8]
 
 
 def test_gather_one_tier_for_the_benchmarks():

@@ -33,9 +33,10 @@ From GPU memory alone (one tier, no sort) a full grid of 16-row blocks moves
 1.8-2.0 TB/s of useful bytes (torch.index_select: 0.83).
 
 With both a GPU tier and host rows (the dual cache), the host's rows are
-gathered first, packed, by the small UVA grid, then the cached rows by a
-full grid: two launches over one sorted order whose split the kernel reads
-on the device (``_cold_first_order``; why there). Measured on the H200 at
+gathered first, packed, by the small UVA grid, then the rows the GPU tiers
+serve (static and dynamic cache, previous batch) by a full grid: two
+launches over one sorted order whose split the kernel reads on the device
+(``_cold_first_order``; why there). Measured on the H200 at
 7406ff1 (bench/results/README.md): host rows 1.1-2.6x faster than one pass
 over all rows in host order (3x10^6 ids: 50 % cached 33.4 against 29.8
 GB/s, 70 % 32.2 against 22.3, 90 % 25.8 against 9.8), and the
@@ -161,11 +162,13 @@ def _reads_host(table: torch.Tensor, num_hot: int, device: torch.device) -> bool
     return num_hot < table.size(0) and table.device != device
 
 
-def _cold_first_order(ids: torch.Tensor, host_row: torch.Tensor, num_hot: int, num_rows: int):
+def _cold_first_order(ids: torch.Tensor, host_row: torch.Tensor, num_hot: int, num_rows: int,
+                      slots=()):
     """The visiting order of a gather whose rows ``>= num_hot`` live in host
-    memory: those first, in host-row order (neighbours share 64 KB pages),
-    then the cached rows; and ``bounds = [0, number of host rows, n]`` on the
-    device, so no count comes back to the host.
+    memory: the rows read from there first, in host-row order (neighbours
+    share 64 KB pages), then the rows GPU tiers serve; and ``bounds = [0,
+    number of host rows, n]`` on the device, so no count comes back to the
+    host.
 
     Why: mixed in one host-ordered pass, the cached rows (70 % of a batch at
     the 24 GB budget of the papers100M-scale run) dilute every block of the
@@ -180,11 +183,18 @@ def _cold_first_order(ids: torch.Tensor, host_row: torch.Tensor, num_hot: int, n
         host_row: ``[n]`` int64 row of the host table each id reads.
         num_hot: ids below it are cached on the GPU.
         num_rows: rows of the host table (a key offset, so cached rows sort last).
+        slots: slot maps of the other GPU tiers (the dynamic cache's
+            ``slot``, the previous batch's ``prev_slot``): an id ``i >=
+            num_hot`` with ``slot[i - num_hot] >= 0`` is served there, so it
+            goes with the cached rows too.
 
     Returns:
         ``(order, bounds)``: ``[n]`` int64 positions of ``ids``, ``[3]`` int64.
     """
     cached = ids < num_hot
+    cold = (ids - num_hot).clamp_(min=0)
+    for slot in slots:
+        cached |= slot[cold] >= 0
     order = torch.argsort(host_row + cached.to(torch.int64) * num_rows)
     bounds = torch.zeros(3, dtype=torch.int64, device=ids.device)
     bounds[1] = ids.numel() - cached.sum()
@@ -327,10 +337,11 @@ def gather_rows(
 
     if not from_host:
         launch(ids, None, uva=False)
-    elif num_hot == 0 or not HOST_ROWS_FIRST:  # one pass in host order: neighbours share pages
+    elif tiers == 1 or not HOST_ROWS_FIRST:  # one pass in host order: neighbours share pages
         launch(torch.argsort(host_row), None, uva=True)
-    else:  # the host's rows first, packed, by the UVA grid; then the cached rows by a full grid
-        order, bounds = _cold_first_order(ids, host_row, num_hot, table.size(0))
+    else:  # the host's rows first, packed, by the UVA grid; then the GPU tiers' rows by a full grid
+        slots = ([slot] if tiers == 3 else []) + ([prev_slot] if reuse else [])
+        order, bounds = _cold_first_order(ids, host_row, num_hot, table.size(0), slots)
         launch(order, bounds[0:2], uva=True)
         launch(order, bounds[1:3], uva=False)
     return out
