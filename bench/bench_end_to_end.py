@@ -38,7 +38,8 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
 * ``accuracy``: GraphSAGE trained for ``--acc-steps`` steps from three seeds
   with each loader, validation accuracy on ``--acc-val`` validation nodes.
 * ``gather_order``: the recommended configuration at each non-zero budget
-  with the gather's one host-ordered pass and with ``HOST_ROWS_FIRST``
+  with the gather's one host-ordered pass, with ``HOST_ROWS_FIRST`` (the
+  default), and with ``HOST_ROWS_FIRST`` and ``RESOLVED_ROWS``
   (``kernels/gather.py``), side by side.
 * ``profile``: torch.profiler over 5 steps of the recommended configuration
   at ``--budgets-gb[0]``: the top kernels by GPU time (``--profile-trace``).
@@ -533,14 +534,16 @@ def main():
 
     if "gather_order" in args.parts:
         from tritongnn.kernels import gather as gather_kernels
-        default = gather_kernels.HOST_ROWS_FIRST
+        default = gather_kernels.HOST_ROWS_FIRST, gather_kernels.RESOLVED_ROWS
+        orders = {(False, False): "one-pass", (True, False): "host rows first",
+                  (True, True): "host rows first, resolved"}
         for budget in [b for b in args.budgets_gb if b]:  # no budget: no host rows to order
-            for first in (False, True):
-                gather_kernels.HOST_ROWS_FIRST = first
-                ours("gather_order", f"recommended, {'host rows first' if first else 'one-pass'} gather "
-                     f"[{budget:g} GB]", dict(RECOMMENDED, cache_budget=budget_bytes(budget, all_bytes)),
-                     "tritongnn", extra=dict(host_rows_first=first))
-        gather_kernels.HOST_ROWS_FIRST = default
+            for (first, resolved), name in orders.items():
+                gather_kernels.HOST_ROWS_FIRST, gather_kernels.RESOLVED_ROWS = first, resolved
+                ours("gather_order", f"recommended, {name} gather [{budget:g} GB]",
+                     dict(RECOMMENDED, cache_budget=budget_bytes(budget, all_bytes)), "tritongnn",
+                     extra=dict(host_rows_first=first, resolved_rows=resolved))
+        gather_kernels.HOST_ROWS_FIRST, gather_kernels.RESOLVED_ROWS = default
 
     if "profile" in args.parts:
         profile_steps(args, data, graph, all_bytes, device)

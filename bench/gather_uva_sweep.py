@@ -14,13 +14,19 @@ sorted id order with ``kernels.gather._gather_kernel``:
    ``num_hot`` ids, the host table in other ids through ``row_map``), 50-90 %
    of the ids cached: the host's rows first in a launch of their own
    (``HOST_ROWS_FIRST``, the default since this timed it faster) against one
-   pass over all rows in host order. ``--mixed-only`` runs this one alone
-   (about a minute).
+   pass over all rows in host order, and the host rows' launch reading its
+   rows resolved (``RESOLVED_ROWS``);
+5. rows resolved: a gather of host rows only, shaped as ``gather_rows``
+   launches it (a quarter of the SMs' programs, 16-row blocks), with each
+   block's host reads behind the loads of its positions and then its ids
+   (the chain ``gather_rows`` runs), against behind one load of the rows
+   sorted (``RESOLVED_ROWS``). ``--mixed-only`` runs 4 and 5 alone (about
+   two minutes).
 
 Usage (GPU machine)::
 
     python bench/gather_uva_sweep.py --out bench/results/gather_uva_sweep.json
-    python bench/gather_uva_sweep.py --mixed-only --out bench/results/gather_uva_sweep.json
+    python bench/gather_uva_sweep.py --mixed-only --out bench/results/gather_uva_sweep.json  # 4 and 5
 """
 from __future__ import annotations
 
@@ -89,7 +95,7 @@ def host_tables(x_gpu):
 
 def mixed_tiers(x_gpu, table):
     """Experiment 4: rows per gather, % cached, order -> ms, host GB/s, correct."""
-    rows, default = [], gather_module.HOST_ROWS_FIRST
+    rows, default = [], (gather_module.HOST_ROWS_FIRST, gather_module.RESOLVED_ROWS)
     row_map = torch.randperm(N, device="cuda")  # internal id i reads host row row_map[i]
     for cached in (0.5, 0.7, 0.9):
         num_hot = int(cached * N)
@@ -99,8 +105,8 @@ def mixed_tiers(x_gpu, table):
             expected = x_gpu[row_map[ids]]
             host_bytes = int((ids >= num_hot).sum()) * D * 4
             out = torch.empty(n, D, device="cuda")
-            for first in (True, False):
-                gather_module.HOST_ROWS_FIRST = first
+            for first, resolved in ((True, False), (True, True), (False, False)):
+                gather_module.HOST_ROWS_FIRST, gather_module.RESOLVED_ROWS = first, resolved
 
                 def run():
                     gather_rows(table, ids, out, hot=hot, num_hot=num_hot, row_map=row_map)
@@ -108,11 +114,39 @@ def mixed_tiers(x_gpu, table):
                 run()
                 correct = torch.equal(out, expected)
                 ms = do_bench(run, warmup=10, rep=40, return_mode="median")
-                rows.append(dict(experiment="mixed tiers", ids=n, cached=cached,
-                                 order="host rows first" if first else "one pass, host order", ms=ms,
+                order = ("host rows first, resolved" if resolved else "host rows first") if first \
+                    else "one pass, host order"
+                rows.append(dict(experiment="mixed tiers", ids=n, cached=cached, order=order, ms=ms,
                                  host_gbs=host_bytes / ms / 1e6 if correct else float("nan"), correct=correct))
                 print(rows[-1], flush=True)
-    gather_module.HOST_ROWS_FIRST = default
+    gather_module.HOST_ROWS_FIRST, gather_module.RESOLVED_ROWS = default
+    return rows
+
+
+def resolved_rows(x_gpu, table, sms):
+    """Experiment 5: host rows only, in gather_rows's UVA launch shape; each
+    block's reads behind the chain order -> ids, or behind the sorted rows."""
+    rows = []
+    block_rows = gather_module._launch_settings(D * 4, 4, True)[0]
+    for n in (1 << 17, 1 << 20, 3 << 20):
+        ids = torch.randint(0, N, (n,), device="cuda")
+        expected = x_gpu[ids]
+        out = torch.empty(n, D, device="cuda")
+        for resolved in (False, True):
+            def run():
+                if resolved:
+                    sorted_ids, order = torch.sort(ids)
+                    _gather_one_tier(table, sorted_ids, out, order, sms // 4, block_rows, ids_sorted=True)
+                else:
+                    _gather_one_tier(table, ids, out, torch.argsort(ids), sms // 4, block_rows)
+            out.zero_()
+            run()
+            correct = torch.equal(out, expected)
+            ms = do_bench(run, warmup=10, rep=40, return_mode="median")
+            rows.append(dict(experiment="rows resolved", ids=n, resolved=resolved, grid=sms // 4,
+                             block_rows=block_rows, ms=ms,
+                             gbs=n * D * 4 / ms / 1e6 if correct else float("nan"), correct=correct))
+            print(rows[-1], flush=True)
     return rows
 
 
@@ -120,7 +154,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=None, help="append the results to this JSON file")
     parser.add_argument("--commit", default=None)
-    parser.add_argument("--mixed-only", action="store_true", help="experiment 4 alone")
+    parser.add_argument("--mixed-only", action="store_true", help="experiments 4 and 5 alone")
     args = parser.parse_args()
     torch.manual_seed(0)
     x_gpu = torch.randn(N, D, device="cuda")
@@ -130,6 +164,7 @@ def main():
     for kind, table in host_tables(x_gpu):
         if kind.startswith("cudaHostAlloc ("):
             rows += mixed_tiers(x_gpu, table)
+            rows += resolved_rows(x_gpu, table, sms)
         if args.mixed_only:
             break
         for n, id_set in ids.items():
@@ -154,8 +189,11 @@ def main():
     print(f"{'memory':32s} {'ids':>8s} {'spacing':>8s} {'grid':>11s} {'rows':>5s} {'warps':>5s} {'GB/s':>7s}")
     for r in rows:
         if r.get("experiment") == "mixed tiers":
-            print(f"mixed tiers: {r['ids']:8d} ids, {r['cached']:.0%} cached, {r['order']:22s} "
+            print(f"mixed tiers: {r['ids']:8d} ids, {r['cached']:.0%} cached, {r['order']:26s} "
                   f"{r['ms']:7.2f} ms, host rows {r['host_gbs']:6.1f} GB/s")
+        if r.get("experiment") == "rows resolved":
+            print(f"host rows only: {r['ids']:8d} ids, {'rows resolved' if r['resolved'] else 'order -> ids':14s} "
+                  f"{r['ms']:7.2f} ms, {r['gbs']:6.1f} GB/s")
     rows_shapes = [r for r in rows if "experiment" not in r]
     best = {}
     for r in rows_shapes:

@@ -94,7 +94,8 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     assert parts == {"ablation", "models", "alone", "accuracy", "scaling", "gather_order"}
     assert "Self CPU time total" in stdout
     order = [r for r in record["rows"] if r["part"] == "gather_order"]
-    assert [r["host_rows_first"] for r in order] == [False, True]  # the non-zero budget only
+    assert [(r["host_rows_first"], r["resolved_rows"]) for r in order] == \
+        [(False, False), (True, False), (True, True)]  # the non-zero budget only
     ablation = [r for r in record["rows"] if r["part"] == "ablation"]
     assert len(ablation) == 2 * 7 + 1 and all(r["epoch_seconds"] > 0 for r in ablation)
     assert {r["model"] for r in record["rows"] if r["part"] == "models"} == {"gcn", "gat"}

@@ -176,17 +176,19 @@ def test_gather_persistent_grid(monkeypatch):
         assert_bits_equal(out, x[ids])
 
 
-@pytest.mark.parametrize("first", [True, False])
+@pytest.mark.parametrize("first,resolved", [(True, False), (False, False), (True, True), (False, True)])
 @pytest.mark.parametrize("mapped", [False, True])
-def test_gather_host_rows_first(device, monkeypatch, mapped, first):
+def test_gather_host_rows_first(device, monkeypatch, mapped, first, resolved):
     # A table read through UVA with cached rows. HOST_ROWS_FIRST (the
     # default): the host's rows are visited first, in host order, by the
     # small UVA grid, then the cached rows by a full grid, each launch
     # reading its bounds on the device; else one pass over all rows in host
-    # order. On the CPU the table is made to count as another device's;
-    # every tier is in play.
+    # order. RESOLVED_ROWS: passes of host rows only (host rows first, or no
+    # GPU tier at all) read them at the sorted rows. On the CPU the table is
+    # made to count as another device's; every tier is in play.
     from tritongnn.kernels import gather
     monkeypatch.setattr(gather, "HOST_ROWS_FIRST", first)
+    monkeypatch.setattr(gather, "RESOLVED_ROWS", resolved)
     x = table(500, 40, torch.float32, 2)
     user, row_map = in_other_ids(x, mapped, 3)
     if device.type == "cpu":
@@ -223,8 +225,9 @@ def test_cold_first_order():
     from tritongnn.kernels.gather import _cold_first_order
     ids = torch.tensor([7, 1, 9, 3, 8, 0, 5])
     host_row = torch.tensor([70, 10, 90, 30, 80, 0, 50])
-    order, bounds = _cold_first_order(ids, host_row, num_hot=4, num_rows=100)
+    order, bounds, rows = _cold_first_order(ids, host_row, num_hot=4, num_rows=100)
     assert bounds.tolist() == [0, 4, 7]
+    assert rows[:4].tolist() == host_row[order[:4]].tolist() == [50, 70, 80, 90]  # the host rows, as visited
     assert ids[order].tolist() == [5, 7, 8, 9, 0, 1, 3]  # host rows (>= 4) in host order, then the cached
     assert sorted(order.tolist()) == list(range(7))
     # rows another GPU tier serves (a slot >= 0: the dynamic cache, the
@@ -233,7 +236,7 @@ def test_cold_first_order():
     slot[8 - 4] = 0
     prev_slot = torch.full((7,), -1, dtype=torch.int32)  # a spare entry, as the reuse tier allows
     prev_slot[5 - 4] = 2
-    order, bounds = _cold_first_order(ids, host_row, num_hot=4, num_rows=100, slots=[slot, prev_slot])
+    order, bounds, rows = _cold_first_order(ids, host_row, num_hot=4, num_rows=100, slots=[slot, prev_slot])
     assert bounds.tolist() == [0, 2, 7]
     assert ids[order].tolist() == [7, 9, 0, 1, 3, 5, 8]
 
@@ -247,6 +250,10 @@ def test_gather_one_tier_for_the_benchmarks():
     for order in (None, torch.argsort(ids)):
         out = torch.zeros(77, 40)
         assert_bits_equal(_gather_one_tier(x, ids, out, order, grid=3, block_rows=16), x[ids])
+    # ids in visiting order: out[order[j]] = x[sorted_ids[j]]
+    sorted_ids, order = torch.sort(ids)
+    out = torch.zeros(77, 40)
+    assert_bits_equal(_gather_one_tier(x, sorted_ids, out, order, grid=3, block_rows=16, ids_sorted=True), x[ids])
 
 
 def test_gather_bad_num_hot():

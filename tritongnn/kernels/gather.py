@@ -61,7 +61,7 @@ def _gather_kernel(
     slot,       # [N - num_hot] int32 row of `dynamic` holding a cold row, or -1
     previous,   # [P, D] rows of the previous batch (REUSE)
     prev_slot,  # [>= N - num_hot] int32 row of `previous` holding a cold row, or -1
-    ids,        # [n] int64 row ids
+    ids,        # [n] int64 row ids (IDS_SORTED: in visiting order)
     row_map,    # [N] int64 row of `cold` holding id i (MAPPED)
     order,      # [n] int64 visiting order (if ORDERED), e.g. argsort of the rows read
     bounds,     # [2] int64 [begin, end) of the visiting order this launch covers (BOUNDED)
@@ -76,6 +76,7 @@ def _gather_kernel(
     MAPPED: tl.constexpr,  # `cold` is in other ids: id i is its row row_map[i]
     ORDERED: tl.constexpr,
     BOUNDED: tl.constexpr,  # visit positions [bounds[0], bounds[1]) of `order` only
+    IDS_SORTED: tl.constexpr,  # `ids` come in visiting order (ids[j] is written to out[order[j]])
     BLOCK_ROWS: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
@@ -90,11 +91,15 @@ def _gather_kernel(
     # (a while loop: Triton's interpreter cannot range() over a runtime int)
     block = tl.program_id(0).to(tl.int64)
     while block < num_blocks:
-        i_r = begin + block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-        m_r = i_r < end
+        i_v = begin + block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)  # positions in the visiting order
+        m_r = i_v < end
+        i_r = i_v  # rows of `out`
         if ORDERED:
-            i_r = tl.load(order + i_r, mask=m_r, other=0)
-        b_id = tl.load(ids + i_r, mask=m_r, other=0)
+            i_r = tl.load(order + i_v, mask=m_r, other=0)
+        if IDS_SORTED:  # independent of the load of `order`: both in flight at once
+            b_id = tl.load(ids + i_v, mask=m_r, other=0)
+        else:
+            b_id = tl.load(ids + i_r, mask=m_r, other=0)
         m_hot = m_r & (b_id < num_hot)
         m_cold = m_r & (b_id >= num_hot)
         if TIERS == 3:
@@ -155,6 +160,14 @@ def _num_programs(n: int, block_rows: int, from_host: bool, device: torch.device
 # and bench_end_to_end.py --parts gather_order, which time both.
 HOST_ROWS_FIRST = True
 
+# True: a pass whose rows all come from the host reads them at the sort's
+# keys (the host rows in visiting order), so a block's host reads wait for
+# one load (its rows) instead of a chain of dependent ones (its positions in
+# ``order``, then ``ids``, the slot maps and ``row_map``). Off until
+# bench/gather_uva_sweep.py (experiment 5, and --mixed-only) has timed it on
+# the GPU: tested in the interpreter only.
+RESOLVED_ROWS = False
+
 
 def _reads_host(table: torch.Tensor, num_hot: int, device: torch.device) -> bool:
     """Whether some rows come from a table in another device's memory (pinned
@@ -189,33 +202,37 @@ def _cold_first_order(ids: torch.Tensor, host_row: torch.Tensor, num_hot: int, n
             goes with the cached rows too.
 
     Returns:
-        ``(order, bounds)``: ``[n]`` int64 positions of ``ids``, ``[3]`` int64.
+        ``(order, bounds, rows)``: ``[n]`` int64 positions of ``ids``,
+        ``[3]`` int64, and ``[n]`` int64 whose first ``bounds[1]`` entries
+        are the host rows in visiting order (the sort's keys: the UVA pass
+        can read them without a lookup through ``ids``).
     """
     cached = ids < num_hot
     cold = (ids - num_hot).clamp_(min=0)
     for slot in slots:
         cached |= slot[cold] >= 0
-    order = torch.argsort(host_row + cached.to(torch.int64) * num_rows)
+    rows, order = torch.sort(host_row + cached.to(torch.int64) * num_rows)
     bounds = torch.zeros(3, dtype=torch.int64, device=ids.device)
     bounds[1] = ids.numel() - cached.sum()
     bounds[2] = ids.numel()
-    return order, bounds
+    return order, bounds, rows
 
 
 def _gather_one_tier(table: torch.Tensor, ids: torch.Tensor, out: torch.Tensor, order: torch.Tensor | None,
-                    grid: int, block_rows: int, num_warps: int = 4) -> torch.Tensor:
+                     grid: int, block_rows: int, num_warps: int = 4, ids_sorted: bool = False) -> torch.Tensor:
     """``out[i] = table[ids[i]]`` through ``_gather_kernel`` with every row
     from ``table`` and the launch given: visiting ``order`` (None: as
-    ``ids`` come), ``grid`` programs, ``block_rows`` rows each. For the
-    benchmarks that measure launch shapes and orders (``gather_rows``
-    chooses its own); no checks."""
+    ``ids`` come), ``grid`` programs, ``block_rows`` rows each; with
+    ``ids_sorted``, ``ids`` come in visiting order instead
+    (``out[order[j]] = table[ids[j]]``). For the benchmarks that measure
+    launch shapes and orders (``gather_rows`` chooses its own); no checks."""
     n, width = ids.numel(), table.size(1)
     block_d = _launch_settings(width * table.element_size(), table.element_size(), True)[1]
     _gather_kernel[(grid,)](table, table, table, ids, table, ids, ids, ids, order if order is not None else ids,
                             ids, out, n, 0, triton.cdiv(n, block_rows), width, table.stride(0), table.stride(0),
                             table.stride(0), table.stride(0), out.stride(0), TIERS=1, REUSE=False, MAPPED=False,
-                            ORDERED=order is not None, BOUNDED=False, BLOCK_ROWS=block_rows, BLOCK_D=block_d,
-                            num_warps=num_warps)
+                            ORDERED=order is not None, BOUNDED=False, IDS_SORTED=ids_sorted,
+                            BLOCK_ROWS=block_rows, BLOCK_D=block_d, num_warps=num_warps)
     return out
 
 
@@ -323,25 +340,33 @@ def gather_rows(
     if not mapped:
         row_map = ids  # not read
 
-    def launch(order, bounds, uva):
+    def launch(order, bounds, uva, rows=None):
         """One pass over ``order`` (``bounds``: its part), shaped for rows
-        read through UVA (``uva``) or from GPU memory."""
+        read through UVA (``uva``) or from GPU memory. With ``rows`` (the
+        host rows in visiting order: ``RESOLVED_ROWS``) every row of the
+        pass is ``table[rows[j]]``, with no lookup through ``ids``,
+        ``row_map`` or the slots before the host read."""
         block_rows, block_d, num_warps = _launch_settings(table.size(1) * table.element_size(),
                                                           table.element_size(), uva)
+        resolved = rows is not None
         _gather_kernel[(_num_programs(n, block_rows, uva, device),)](
-            hot, table, dynamic, slot, previous, prev_slot, ids, row_map, order,
+            hot, table, dynamic, slot, previous, prev_slot, rows if resolved else ids, row_map, order,
             bounds if bounds is not None else ids, out, n, num_hot, triton.cdiv(n, block_rows), table.size(1),
             hot.stride(0), table.stride(0), dynamic.stride(0), previous.stride(0), out.stride(0),
-            TIERS=tiers, REUSE=reuse, MAPPED=mapped, ORDERED=from_host, BOUNDED=bounds is not None,
+            TIERS=1 if resolved else tiers, REUSE=reuse and not resolved, MAPPED=mapped and not resolved,
+            ORDERED=from_host, BOUNDED=bounds is not None, IDS_SORTED=resolved,
             BLOCK_ROWS=block_rows, BLOCK_D=block_d, num_warps=num_warps)
 
     if not from_host:
         launch(ids, None, uva=False)
+    elif tiers == 1 and RESOLVED_ROWS:  # every row from the host, read at its sorted row
+        rows, order = torch.sort(host_row)
+        launch(order, None, uva=True, rows=rows)
     elif tiers == 1 or not HOST_ROWS_FIRST:  # one pass in host order: neighbours share pages
         launch(torch.argsort(host_row), None, uva=True)
     else:  # the host's rows first, packed, by the UVA grid; then the GPU tiers' rows by a full grid
         slots = ([slot] if tiers == 3 else []) + ([prev_slot] if reuse else [])
-        order, bounds = _cold_first_order(ids, host_row, num_hot, table.size(0), slots)
-        launch(order, bounds[0:2], uva=True)
+        order, bounds, rows = _cold_first_order(ids, host_row, num_hot, table.size(0), slots)
+        launch(order, bounds[0:2], uva=True, rows=rows if RESOLVED_ROWS else None)
         launch(order, bounds[1:3], uva=False)
     return out
