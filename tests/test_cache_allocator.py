@@ -132,6 +132,22 @@ def test_dynamic_bytes_come_out_of_the_feature_cache():
     assert (plan.num_feature, plan.num_adjacency) == (0, 3)
 
 
+def test_dynamic_bytes_keep_the_adjacency_cache():
+    # Rows hot-first 0, 1, 2, 3; node 3's list is read the most. The whole
+    # budget caches the four rows and node 3's list. A dynamic cache of one
+    # row takes the least hot row other than node 3's (nothing makes up for
+    # a list no longer cached; the dynamic cache refills with missed rows),
+    # so the adjacency cache stays as the whole budget planned it.
+    p = profile_of([4.0, 3.0, 2.0, 1.0], [1, 1, 1, 50])
+    degree = torch.full((4,), 2)  # 16 bytes a list, as a row
+    whole = plan_cache(p, degree, row_bytes=16, budget=80, chunks=4)
+    assert (whole.num_feature, whole.num_adjacency, whole.order[0].item()) == (4, 1, 3)
+    plan = plan_cache(p, degree, row_bytes=16, budget=80, chunks=4, dynamic_bytes=16)
+    assert (plan.num_feature, plan.num_adjacency, plan.order[0].item()) == (3, 1, 3)
+    assert sorted(plan.order[:3].tolist()) == [0, 1, 3]
+    assert plan.adjacency_hit_rate == whole.adjacency_hit_rate
+
+
 @given(n=st.integers(1, 200), budget=st.integers(0, 20000), share=st.floats(0, 1), chunks=st.integers(1, 32),
        seed=st.integers(0, 99))
 def test_dynamic_bytes_shrink_the_hottest_rows_only(n, budget, share, chunks, seed):

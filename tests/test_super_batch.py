@@ -148,7 +148,7 @@ def test_loader_super_batch_drop_last_ranks_and_reorder(device):
     assert_same_batches(epoch_batches(NeighborLoader(data, **host)),
                         epoch_batches(NeighborLoader(data, super_batch=2, **host)))
     # the dual cache (adjacency read from two tiers) and the dynamic cache
-    cached = dict(args, drop_last=False, placement="host", cache_budget=100 * 48, profile_epochs=1,
+    cached = dict(args, drop_last=False, placement="host", cache_budget=200 * 48, profile_epochs=1,
                   dynamic_cache=dict(fraction=0.3, update_every=2))
     loader = NeighborLoader(data, super_batch=3, **cached)
     assert loader.cache.plan.num_adjacency > 0 and loader.cache.plan.num_feature > 0

@@ -30,15 +30,22 @@ unprofiled rest (rows first), so a budget that holds everything caches
 everything.
 
 The dynamic feature cache (``cache.dynamic``), when there is one, is paid
-for by the feature cache alone: the split is made for the whole budget and
-the dynamic cache's bytes come out of what it left unspent, then out of the
-static feature cache's least-used rows (the tail of the hot-first order),
-and only past those out of the adjacency cache. A dynamic cache refills its
-rows with the most gathered of the rows the static cache misses, so it
-displaces the rows it competes with; planning the static split on the
-budget minus the dynamic cache's bytes would also shrink the adjacency
-cache (at 8 GB of the 50M-node graph, adjacency hits 0.710 -> 0.670 and
-1.56 -> 1.82 s an epoch for a +0.8 point feature gain; bench/results).
+for by the feature cache alone. The split is made for the whole budget, and
+the dynamic cache's bytes come out of, in turn:
+1. what the split left unspent;
+2. the static feature cache's least-used rows, keeping the rows of the
+   nodes whose lists are cached, so that pass 2's adjacency prefix stays
+   the one the whole budget planned;
+3. only past those, the adjacency cache.
+
+Why: a dynamic cache refills its rows with the most gathered of the rows the
+static cache misses, so it makes up for static rows it displaces, while
+nothing makes up for a list no longer cached. Planning the static split on
+the budget minus the dynamic cache's bytes also shrank the adjacency cache.
+At 8 GB of the 50M-node graph, that cost adjacency hits 0.710 -> 0.670 and
+an epoch 1.56 -> 1.82 s, for a +0.8 point feature gain (bench/results).
+Taking the feature prefix's tail regardless of lists still cost 0.710 ->
+0.701.
 """
 from __future__ import annotations
 
@@ -176,15 +183,25 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     num_feature, adjacency_budget, left = _greedy_split(
         {"feature": (row_gain, torch.full((num_nodes,), row_bytes, dtype=torch.int64, device=device)),
          "adjacency": (list_gain[by_list], list_bytes[by_list])}, budget, chunks)
+    whole_feature = num_feature
     num_feature, adjacency_budget, left = _pay_dynamic(num_feature, adjacency_budget, left, row_bytes,
                                                        dynamic_bytes)
     # Pass 2: one order for both caches. Any order of the F cached rows keeps
     # the feature cache; ordering them, then the rest, by list utility makes
     # the adjacency prefix the best lists the budget split allows.
-    cached = torch.arange(num_nodes, device=device) < num_feature
-    final = by_list[torch.argsort((~cached[by_list]).to(torch.int8), stable=True)]
-    cum_lists = torch.cat([torch.zeros(1, dtype=torch.int64, device=device), list_bytes[final].cumsum(0)])
-    num_adjacency = int(torch.searchsorted(cum_lists, adjacency_budget, right=True)) - 1
+    final, cum_lists, num_adjacency = _one_order(by_list, list_bytes, whole_feature, adjacency_budget)
+    if num_adjacency <= num_feature < whole_feature:
+        # The dynamic cache took rows of a feature prefix that holds the whole
+        # adjacency cache: keep that cache as the whole budget planned it, and
+        # let the dynamic cache take the least hot of the other rows.
+        position = torch.arange(num_nodes, device=device)
+        listed = torch.zeros(num_nodes, dtype=torch.bool, device=device)
+        listed[final[:num_adjacency]] = True
+        others = position[(position < whole_feature) & ~listed]  # hot-first
+        final = torch.cat([final[:num_adjacency], others, final[whole_feature:]])
+        cum_lists = _cumulative(list_bytes[final])
+    elif num_feature < whole_feature:
+        final, cum_lists, num_adjacency = _one_order(by_list, list_bytes, num_feature, adjacency_budget)
     left += adjacency_budget - int(cum_lists[num_adjacency])
     # Budget left once no profiled access remains: the unprofiled rest too (a
     # node the profile never met may still be drawn), rows first.
@@ -198,6 +215,21 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
                      feature_bytes=num_feature * row_bytes, budget=budget - dynamic_bytes,
                      adjacency_hit_rate=_shares(profile.adjacency.to(device)[order], num_adjacency),
                      feature_hit_rate=_shares(profile.inputs[order], num_feature))
+
+
+def _cumulative(nbytes: torch.Tensor) -> torch.Tensor:
+    return torch.cat([torch.zeros(1, dtype=torch.int64, device=nbytes.device), nbytes.cumsum(0)])
+
+
+def _one_order(by_list: torch.Tensor, list_bytes: torch.Tensor, num_feature: int, adjacency_budget: int):
+    """Pass 2's order (positions of the hot-first order): the first
+    ``num_feature`` positions, then the rest, each by list utility; the
+    cumulative list bytes along it; the longest prefix ``adjacency_budget``
+    pays for."""
+    cached = by_list < num_feature
+    final = by_list[torch.argsort((~cached).to(torch.int8), stable=True)]
+    cum_lists = _cumulative(list_bytes[final])
+    return final, cum_lists, int(torch.searchsorted(cum_lists, adjacency_budget, right=True)) - 1
 
 
 def _pay_dynamic(num_feature: int, adjacency_budget: int, left: int, row_bytes: int,
