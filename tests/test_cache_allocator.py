@@ -135,8 +135,8 @@ def test_dynamic_bytes_come_out_of_the_feature_cache():
 def test_dynamic_bytes_keep_the_adjacency_cache():
     # Rows hot-first 0, 1, 2, 3; node 3's list is read the most. The whole
     # budget caches the four rows and node 3's list. A dynamic cache of one
-    # row takes the least hot row other than node 3's (nothing makes up for
-    # a list no longer cached; the dynamic cache refills with missed rows),
+    # row: keeping node 3's list (and row) and dropping row 2 saves more
+    # profiled bytes than dropping row 3 and caching a list among nodes 0-2,
     # so the adjacency cache stays as the whole budget planned it.
     p = profile_of([4.0, 3.0, 2.0, 1.0], [1, 1, 1, 50])
     degree = torch.full((4,), 2)  # 16 bytes a list, as a row

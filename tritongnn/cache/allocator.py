@@ -33,9 +33,11 @@ The dynamic feature cache (``cache.dynamic``), when there is one, is paid
 for by the feature cache alone. The split is made for the whole budget, and
 the dynamic cache's bytes come out of, in turn:
 1. what the split left unspent;
-2. the static feature cache's least-used rows, keeping the rows of the
-   nodes whose lists are cached, so that pass 2's adjacency prefix stays
-   the one the whole budget planned;
+2. the static feature cache's least-used rows: pass 2 then takes, of two
+   orders, the one whose prefixes save more profiled host bytes, either
+   the lists the whole budget planned with the hottest rows among their
+   nodes and the other cached rows, or its usual order for the fewer rows
+   (the lists then fall where the shorter feature prefix lets them);
 3. only past those, the adjacency cache.
 
 Why: a dynamic cache refills its rows with the most gathered of the rows the
@@ -190,18 +192,17 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     # the feature cache; ordering them, then the rest, by list utility makes
     # the adjacency prefix the best lists the budget split allows.
     final, cum_lists, num_adjacency = _one_order(by_list, list_bytes, whole_feature, adjacency_budget)
-    if num_adjacency <= num_feature < whole_feature:
-        # The dynamic cache took rows of a feature prefix that holds the whole
-        # adjacency cache: keep that cache as the whole budget planned it, and
-        # let the dynamic cache take the least hot of the other rows.
-        position = torch.arange(num_nodes, device=device)
-        listed = torch.zeros(num_nodes, dtype=torch.bool, device=device)
-        listed[final[:num_adjacency]] = True
-        others = position[(position < whole_feature) & ~listed]  # hot-first
-        final = torch.cat([final[:num_adjacency], others, final[whole_feature:]])
-        cum_lists = _cumulative(list_bytes[final])
-    elif num_feature < whole_feature:
-        final, cum_lists, num_adjacency = _one_order(by_list, list_bytes, num_feature, adjacency_budget)
+    if num_feature < whole_feature:
+        # The dynamic cache took static rows. Of two orders, the one whose
+        # prefixes save more profiled host bytes: the lists the whole budget
+        # planned, with the hottest rows among theirs and the other cached
+        # ones; or pass 2 redone for the rows left (lists freer to move).
+        def saved(candidate):
+            order, _, lists = candidate
+            return float(row_gain[order[:num_feature]].sum() + list_gain[order[:lists]].sum())
+        final, cum_lists, num_adjacency = max(
+            (_keep_lists(final, num_adjacency, whole_feature, list_bytes, adjacency_budget),
+             _one_order(by_list, list_bytes, num_feature, adjacency_budget)), key=saved)
     left += adjacency_budget - int(cum_lists[num_adjacency])
     # Budget left once no profiled access remains: the unprofiled rest too (a
     # node the profile never met may still be drawn), rows first.
@@ -228,6 +229,27 @@ def _one_order(by_list: torch.Tensor, list_bytes: torch.Tensor, num_feature: int
     pays for."""
     cached = by_list < num_feature
     final = by_list[torch.argsort((~cached).to(torch.int8), stable=True)]
+    cum_lists = _cumulative(list_bytes[final])
+    return final, cum_lists, int(torch.searchsorted(cum_lists, adjacency_budget, right=True)) - 1
+
+
+def _keep_lists(final: torch.Tensor, num_adjacency: int, whole_feature: int, list_bytes: torch.Tensor,
+                adjacency_budget: int):
+    """Pass 2's order for the whole budget (``final``; its first
+    ``whole_feature`` positions cached, its first ``num_adjacency`` lists)
+    with those first positions reordered so that the lists' nodes come
+    first, hot-first, then the other cached rows, hot-first: any shorter
+    feature prefix keeps the hottest rows, and the list prefix stays what
+    the whole budget planned (as far as ``adjacency_budget`` still pays)."""
+    num_nodes = final.numel()
+    position = torch.arange(num_nodes, device=final.device)
+    if num_adjacency <= whole_feature:  # the lists' nodes are among the cached rows
+        listed = torch.zeros(num_nodes, dtype=torch.bool, device=final.device)
+        listed[final[:num_adjacency]] = True
+        head = torch.cat([position[listed], position[(position < whole_feature) & ~listed]])
+    else:  # every cached row's node has its list cached
+        head = position[:whole_feature]
+    final = torch.cat([head, final[whole_feature:]])
     cum_lists = _cumulative(list_bytes[final])
     return final, cum_lists, int(torch.searchsorted(cum_lists, adjacency_budget, right=True)) - 1
 
