@@ -238,9 +238,10 @@ def _keep_lists(final: torch.Tensor, num_adjacency: int, whole_feature: int, lis
     """Pass 2's order for the whole budget (``final``; its first
     ``whole_feature`` positions cached, its first ``num_adjacency`` lists)
     with those first positions reordered so that the lists' nodes come
-    first, hot-first, then the other cached rows, hot-first: any shorter
-    feature prefix keeps the hottest rows, and the list prefix stays what
-    the whole budget planned (as far as ``adjacency_budget`` still pays)."""
+    first, hot-first, then the other cached rows, hot-first: a shorter
+    feature prefix keeps the rows of the lists' nodes, then the hottest of
+    the others, and the list prefix stays what the whole budget planned (as
+    far as ``adjacency_budget`` still pays)."""
     num_nodes = final.numel()
     position = torch.arange(num_nodes, device=final.device)
     if num_adjacency <= whole_feature:  # the lists' nodes are among the cached rows
