@@ -208,8 +208,7 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     # node the profile never met may still be drawn), rows first.
     more_rows = min(num_nodes - num_feature, left // row_bytes)
     num_feature, left = num_feature + more_rows, left - more_rows * row_bytes
-    num_adjacency = int(torch.searchsorted(cum_lists, int(cum_lists[num_adjacency]) + left,
-                                           right=True)) - 1
+    num_adjacency = _longest_paid(cum_lists, int(cum_lists[num_adjacency]) + left)
     order = hot[final]
     return CachePlan(order=order.cpu(), num_adjacency=num_adjacency, num_feature=num_feature,
                      adjacency_bytes=int(cum_lists[num_adjacency]),
@@ -222,6 +221,12 @@ def _cumulative(nbytes: torch.Tensor) -> torch.Tensor:
     return torch.cat([torch.zeros(1, dtype=torch.int64, device=nbytes.device), nbytes.cumsum(0)])
 
 
+def _longest_paid(cumulative: torch.Tensor, nbytes: int) -> int:
+    """The longest prefix whose cumulative bytes (``cumulative[k]``: the
+    first ``k`` items) ``nbytes`` pays for."""
+    return int(torch.searchsorted(cumulative, nbytes, right=True)) - 1
+
+
 def _one_order(by_list: torch.Tensor, list_bytes: torch.Tensor, num_feature: int, adjacency_budget: int):
     """Pass 2's order (positions of the hot-first order): the first
     ``num_feature`` positions, then the rest, each by list utility; the
@@ -230,7 +235,7 @@ def _one_order(by_list: torch.Tensor, list_bytes: torch.Tensor, num_feature: int
     cached = by_list < num_feature
     final = by_list[torch.argsort((~cached).to(torch.int8), stable=True)]
     cum_lists = _cumulative(list_bytes[final])
-    return final, cum_lists, int(torch.searchsorted(cum_lists, adjacency_budget, right=True)) - 1
+    return final, cum_lists, _longest_paid(cum_lists, adjacency_budget)
 
 
 def _keep_lists(final: torch.Tensor, num_adjacency: int, whole_feature: int, list_bytes: torch.Tensor,
@@ -252,7 +257,7 @@ def _keep_lists(final: torch.Tensor, num_adjacency: int, whole_feature: int, lis
         head = position[:whole_feature]
     final = torch.cat([head, final[whole_feature:]])
     cum_lists = _cumulative(list_bytes[final])
-    return final, cum_lists, int(torch.searchsorted(cum_lists, adjacency_budget, right=True)) - 1
+    return final, cum_lists, _longest_paid(cum_lists, adjacency_budget)
 
 
 def _pay_dynamic(num_feature: int, adjacency_budget: int, left: int, row_bytes: int,
@@ -315,7 +320,7 @@ def _greedy_split(streams: dict, budget: int, chunks: int) -> tuple[int, int, in
             done[best] = chunk[best] == len(bounds) - 1
         else:  # the longest part of the chunk that fits, then this prefix stops
             nbytes = cum[best][1]
-            fits = int(torch.searchsorted(nbytes, nbytes[taken[best]] + left, right=True)) - 1
+            fits = _longest_paid(nbytes, int(nbytes[taken[best]]) + left)
             left -= int(nbytes[fits] - nbytes[taken[best]])
             taken[best] = fits
             done[best] = True
