@@ -40,7 +40,9 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
 * ``gather_order``: the recommended configuration at each non-zero budget
   with the gather's one host-ordered pass, with ``HOST_ROWS_FIRST`` (the
   default), and with ``HOST_ROWS_FIRST`` and ``RESOLVED_ROWS``
-  (``kernels/gather.py``), side by side.
+  (``kernels/gather.py``), side by side; or, given ``--warm-gb``, the
+  defaults with a warm copy of each size (``warm_budget``: the rows next in
+  hotness after the GPU cache, packed in pinned host memory; 0: none).
 * ``profile``: torch.profiler over 5 steps of the recommended configuration
   at ``--budgets-gb[0]``: the top kernels by GPU time (``--profile-trace``).
 * ``scaling``: the recommended configuration at budget ``--budgets-gb[0]``
@@ -129,6 +131,8 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=8000)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--budgets-gb", type=float, nargs="+", default=[24, 0], help="0: no budget")
+    p.add_argument("--warm-gb", type=float, nargs="*", default=[],
+                   help="gather_order: time these warm copies (warm_budget; 0: none) instead of the orders")
     p.add_argument("--matmul-precision", default="high", choices=["highest", "high", "medium"],
                    help="torch.set_float32_matmul_precision for every row (high: TF32 matmuls)")
     p.add_argument("--warmup", type=int, default=8, help="batches before timing")
@@ -537,13 +541,19 @@ def main():
         default = gather_kernels.HOST_ROWS_FIRST, gather_kernels.RESOLVED_ROWS
         orders = {(False, False): "one-pass", (True, False): "host rows first",
                   (True, True): "host rows first, resolved"}
-        for budget in [b for b in args.budgets_gb if b]:  # no budget: no host rows to order
+        for budget in [b for b in args.budgets_gb if b] if not args.warm_gb else []:  # no budget: no host rows
             for (first, resolved), name in orders.items():
                 gather_kernels.HOST_ROWS_FIRST, gather_kernels.RESOLVED_ROWS = first, resolved
                 ours("gather_order", f"recommended, {name} gather [{budget:g} GB]",
                      dict(RECOMMENDED, cache_budget=budget_bytes(budget, all_bytes)), "tritongnn",
                      extra=dict(host_rows_first=first, resolved_rows=resolved))
         gather_kernels.HOST_ROWS_FIRST, gather_kernels.RESOLVED_ROWS = default
+        for budget in [b for b in args.budgets_gb if b]:
+            for warm in args.warm_gb:
+                ours("gather_order", f"recommended, warm copy {warm:g} GB [{budget:g} GB]",
+                     dict(RECOMMENDED, cache_budget=budget_bytes(budget, all_bytes),
+                          warm_budget=int(warm * GB) or None),
+                     "tritongnn", extra=dict(host_rows_first=default[0], resolved_rows=default[1], warm_gb=warm))
 
     if "profile" in args.parts:
         profile_steps(args, data, graph, all_bytes, device)

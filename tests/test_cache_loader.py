@@ -67,6 +67,35 @@ def test_host_features_stay_in_user_ids_uncopied(device, dynamic):
     assert torch.equal(data.x, before)
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("warm_rows", [1, 25, 10**6])
+def test_warm_copy_changes_no_batch(device, warm_rows, dynamic):
+    # The warm copy (rows F .. F + W - 1 in hot-first order, pinned) is the
+    # user's rows, packed: the batches are those of the cache without it. On
+    # a GPU the gather reads it (tests/test_gather.py says which rows); a
+    # CPU loader makes none (nothing is read through UVA there).
+    data = random_data()
+    if device.type == "cuda":
+        data.x = data.x.pin_memory()
+    before = data.x.clone()
+    args = dict(device=device, placement="host", profile_epochs=1, cache_budget=30 * row_bytes(data),
+                dynamic_cache=dynamic)
+    _, plain = epoch(data, **args)
+    loader, warm = epoch(data, warm_budget=warm_rows * row_bytes(data) + 3, **args)
+    cache = loader.cache
+    if device.type == "cuda":
+        num_feature = cache.plan.num_feature
+        rows = min(warm_rows, data.num_nodes - num_feature)
+        assert cache.warm_x.shape == (rows, data.x.size(1)) and cache.warm_x.is_pinned()
+        assert torch.equal(cache.warm_x, data.x[cache.order[num_feature:num_feature + rows].cpu()])
+    else:
+        assert cache.warm_x is None
+    for a, b in zip(plain, warm):
+        assert torch.equal(a.x, b.x) and torch.equal(a.n_id, b.n_id)
+    assert loader.stats["feature_rows"] == sum(b.num_nodes for b in warm)
+    assert torch.equal(data.x, before)
+
+
 def test_whole_table_cached_from_pinned_or_pageable_memory(device):
     # a budget that holds every row: x renamed onto the device by one UVA
     # gather (pinned) or in row chunks (pageable), never permuted on the host
@@ -135,6 +164,10 @@ def test_stats_per_epoch_and_profile_file(tmp_path):
     (dict(cache_budget=100, cache_profile=AccessProfile(torch.zeros(3), torch.zeros(3).long(),
                                                          torch.zeros(3).long(), 1, 1, 0.0)),
      ValueError, "counts 3 nodes"),
+    (dict(warm_budget=10**4), ValueError, "warm_budget=10000 .* pass cache_budget"),
+    (dict(cache_budget=100, warm_budget=-1), ValueError, "warm_budget must be >= 0"),
+    (dict(cache_budget=100, warm_budget=1.5e6), TypeError, "warm_budget must be an int"),
+    (dict(cache_budget=100, warm_budget=True), TypeError, "warm_budget must be an int"),
 ])
 def test_bad_cache_arguments(kwargs, error, match):
     data = random_data()

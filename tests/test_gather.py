@@ -221,12 +221,57 @@ def test_gather_host_rows_first(device, monkeypatch, mapped, first, resolved):
     assert_bits_equal(out.cpu(), x[ids])
 
 
+@pytest.mark.parametrize("mapped", [False, True])
+def test_gather_reads_the_warm_copy(device, monkeypatch, mapped):
+    # ids num_hot .. num_hot + W - 1 that no GPU tier serves are read from
+    # the warm copy (made different here, so the test sees which copy a row
+    # came from), the others as before; the reference says the same.
+    from tritongnn.kernels import gather, reference
+    x = table(500, 40, torch.float32, 5)
+    user, row_map = in_other_ids(x, mapped, 6)
+    if device.type == "cpu":
+        monkeypatch.setattr(gather, "_reads_host", lambda *args: True)
+        monkeypatch.setattr(gather, "_num_programs", lambda n, rows, from_host, device: 3 if from_host
+                            else -(-n // rows))
+    else:
+        user = user.pin_memory()
+    ids = torch.randint(0, 500, (2000,), generator=torch.Generator().manual_seed(7))
+    slot = torch.full((300,), -1, dtype=torch.int32)
+    slot[torch.tensor([5, 17, 250])] = torch.tensor([0, 1, 2], dtype=torch.int32)  # two of them warm
+    dynamic = x[200 + torch.tensor([5, 17, 250])].clone()
+    prev_slot = torch.full((300,), -1, dtype=torch.int32)
+    prev_slot[torch.tensor([17, 40, 299])] = torch.tensor([2, 0, 1], dtype=torch.int32)
+    previous = torch.stack([x[240], x[499], x[217]])
+    tiers = dict(dynamic=dynamic, slot=slot, previous=previous, prev_slot=prev_slot)
+    for num_hot, num_warm, with_tiers in ((0, 150, False), (200, 100, True), (200, 300, True), (200, 300, False),
+                                          (499, 1, False), (200, 0, True)):
+        warm = -x[num_hot:num_hot + num_warm] - 1.0  # not the rows: which copy was read shows
+        on = {k: v.to(device) for k, v in tiers.items()} if with_tiers else {}
+        args = dict(hot=x[:num_hot].to(device), num_hot=num_hot, **on,
+                    row_map=None if row_map is None else row_map.to(device))
+        out = torch.full((2000, 40), 3.0, device=device)
+        gather_rows(user.to(device) if device.type == "cpu" else user, ids.to(device), out,
+                    warm=warm.pin_memory() if device.type == "cuda" else warm, **args)
+        expect = reference.gather_rows(user, ids, torch.empty(2000, 40), warm=warm,
+                                       **{k: v.cpu() if torch.is_tensor(v) else v for k, v in args.items()})
+        assert_bits_equal(out.cpu(), expect)
+        served = (ids < num_hot)
+        if with_tiers:
+            served |= (slot[(ids - num_hot).clamp(min=0, max=299)] >= 0) & (ids >= num_hot)
+            served |= (prev_slot[(ids - num_hot).clamp(min=0, max=299)] >= 0) & (ids >= num_hot)
+        from_warm = ~served & (ids >= num_hot) & (ids < num_hot + num_warm)
+        assert_bits_equal(out.cpu()[from_warm], warm[ids[from_warm] - num_hot])
+        assert_bits_equal(out.cpu()[~from_warm], x[ids[~from_warm]])
+    with pytest.raises(ValueError, match="warm must hold at most 300 rows"):
+        gather_rows(user, ids, hot=x[:200], num_hot=200, warm=x[:301])
+
+
 def test_cold_first_order():
     from tritongnn.kernels.gather import _cold_first_order
     ids = torch.tensor([7, 1, 9, 3, 8, 0, 5])
     host_row = torch.tensor([70, 10, 90, 30, 80, 0, 50])
     order, bounds, rows = _cold_first_order(ids, host_row, num_hot=4, num_rows=100)
-    assert bounds.tolist() == [0, 4, 7]
+    assert bounds.tolist() == [0, 0, 4, 7]
     assert rows[:4].tolist() == host_row[order[:4]].tolist() == [50, 70, 80, 90]  # the host rows, as visited
     assert ids[order].tolist() == [5, 7, 8, 9, 0, 1, 3]  # host rows (>= 4) in host order, then the cached
     assert sorted(order.tolist()) == list(range(7))
@@ -237,8 +282,15 @@ def test_cold_first_order():
     prev_slot = torch.full((7,), -1, dtype=torch.int32)  # a spare entry, as the reuse tier allows
     prev_slot[5 - 4] = 2
     order, bounds, rows = _cold_first_order(ids, host_row, num_hot=4, num_rows=100, slots=[slot, prev_slot])
-    assert bounds.tolist() == [0, 2, 7]
+    assert bounds.tolist() == [0, 0, 2, 7]
     assert ids[order].tolist() == [7, 9, 0, 1, 3, 5, 8]
+    # a warm copy of ids 4 .. 7: those not served on the GPU come first, in
+    # id order, at their rows of the copy; then the host table's rows
+    order, bounds, rows = _cold_first_order(ids, host_row, num_hot=4, num_rows=100, slots=[slot, prev_slot],
+                                            num_warm=4)
+    assert bounds.tolist() == [0, 1, 2, 7]
+    assert ids[order].tolist()[:2] == [7, 9]
+    assert rows[:2].tolist() == [7 - 4, 90]
 
 
 def test_gather_one_tier_for_the_benchmarks():

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from ..graph import CSCGraph, inverse_permutation
-from ..host_memory import as_pinned
+from ..host_memory import as_pinned, pinned_empty
 from ..kernels import gather_rows
 from .allocator import CachePlan
 from .dynamic import DynamicCache, DynamicCacheConfig
@@ -47,6 +47,16 @@ def _rows_on_device(x: torch.Tensor, order: torch.Tensor, device: torch.device) 
     for begin in range(0, x.size(0), step):
         out[begin:begin + step] = x[order[begin:begin + step].to(x.device)].to(device)
     return out
+
+
+def _warm_copy(x: torch.Tensor, order: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``x[order]`` in new pinned host memory, gathered on ``device`` 256 MB
+    at a time (``x`` is pinned: UVA reads, then a copy back)."""
+    warm = pinned_empty((order.numel(), x.size(1)), x.dtype, device)
+    step = max(1, (1 << 28) // max(1, x.size(1) * x.element_size()))
+    for begin in range(0, order.numel(), step):
+        warm[begin:begin + step].copy_(gather_rows(x, order[begin:begin + step]))
+    return warm
 
 
 def relabel_tiers(graph: CSCGraph | None, x: torch.Tensor | None, plan: CachePlan, device,
@@ -187,27 +197,30 @@ class DualCache:
         row_map: ``order`` when ``x`` is in the user's ids (the gather reads
             internal id ``i`` at ``x[row_map[i]]``), else None.
         hot_x: the first ``F`` rows in internal ids (GPU).
+        warm_x: rows ``F .. F + W - 1`` in internal ids, a pinned host copy
+            (``warm_rows``), or None: the rows the GPU misses most, packed,
+            so that a batch's host reads share 64 KB pages.
         dynamic: the ``DynamicCache`` of rows from ``F`` on, or None.
         stats: ``CacheStats`` of the batches drawn so far.
     """
 
     def __init__(self, graph: CSCGraph, x: torch.Tensor | None, plan: CachePlan, device,
                  dynamic: DynamicCacheConfig | None = None, dynamic_rows: int = 0,
-                 profile: AccessProfile | None = None):
+                 profile: AccessProfile | None = None, warm_rows: int = 0):
         graph, x = relabel_tiers(graph, x, plan, device)  # checks the plan against the graph
-        self._build(graph, x, plan, device, dynamic, dynamic_rows, profile)
+        self._build(graph, x, plan, device, dynamic, dynamic_rows, profile, warm_rows)
 
     @classmethod
     def from_relabelled(cls, graph: CSCGraph, x: torch.Tensor | None, plan: CachePlan, device,
                         dynamic: DynamicCacheConfig | None = None, dynamic_rows: int = 0,
-                        profile: AccessProfile | None = None) -> "DualCache":
+                        profile: AccessProfile | None = None, warm_rows: int = 0) -> "DualCache":
         """The cache over a graph and features already renamed by ``plan``
         and placed as ``relabel_tiers`` places them (e.g. a host copy another
         rank of this host wrote): only the GPU tiers are built here.
 
         Args:
             graph, x: as ``relabel_tiers`` returns them.
-            plan, device, dynamic, dynamic_rows, profile: as for ``DualCache``.
+            plan, device, dynamic, dynamic_rows, profile, warm_rows: as for ``DualCache``.
 
         Returns:
             The ``DualCache``.
@@ -217,11 +230,12 @@ class DualCache:
             raise ValueError(f"the cache plan orders {num_nodes} nodes, the relabelled graph has "
                              f"{graph.num_nodes} and x {None if x is None else x.size(0)} rows")
         cache = cls.__new__(cls)
-        cache._build(graph, x, plan, device, dynamic, dynamic_rows, profile)
+        cache._build(graph, x, plan, device, dynamic, dynamic_rows, profile, warm_rows)
         return cache
 
     def _build(self, graph: CSCGraph, x: torch.Tensor | None, plan: CachePlan, device,
-               dynamic: DynamicCacheConfig | None, dynamic_rows: int, profile: AccessProfile | None) -> None:
+               dynamic: DynamicCacheConfig | None, dynamic_rows: int, profile: AccessProfile | None,
+               warm_rows: int) -> None:
         device = torch.device(device)
         self.plan, self.device = plan, device
         num_nodes = graph.num_nodes
@@ -237,6 +251,7 @@ class DualCache:
         self.dynamic = None
         self.x = x
         self.row_map = None
+        self.warm_x = None
         if x is None:
             self.hot_x = None
         elif num_feature == num_nodes:  # one tier, on the device
@@ -245,6 +260,9 @@ class DualCache:
             self.row_map = self.order  # internal id -> the user's, the row of x
             self.hot_x = gather_rows(x, self.order[:num_feature]) if device.type == "cuda" \
                 else x[self.order[:num_feature].to(x.device)]
+            warm_rows = min(warm_rows, num_nodes - num_feature)
+            if warm_rows > 0 and device.type == "cuda":  # (a CPU loader reads no host memory through UVA)
+                self.warm_x = _warm_copy(x, self.order[num_feature:num_feature + warm_rows], device)
             if dynamic is not None and dynamic_rows > 0:
                 prior = None
                 if profile is not None and profile.num_batches:  # gathers per batch, outside the static cache

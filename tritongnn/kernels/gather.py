@@ -179,12 +179,12 @@ def _reads_host(table: torch.Tensor, num_hot: int, device: torch.device) -> bool
 
 
 def _cold_first_order(ids: torch.Tensor, host_row: torch.Tensor, num_hot: int, num_rows: int,
-                      slots=()):
+                      slots=(), num_warm: int = 0):
     """The visiting order of a gather whose rows ``>= num_hot`` live in host
-    memory: the rows read from there first, in host-row order (neighbours
-    share 64 KB pages), then the rows GPU tiers serve; and ``bounds = [0,
-    number of host rows, n]`` on the device, so no count comes back to the
-    host.
+    memory: the rows read from there first, packed (the warm copy's rows,
+    then the host table's, each in row order: neighbours share 64 KB
+    pages), then the rows GPU tiers serve; and ``bounds = [0, warm rows,
+    host rows, n]`` on the device, so no count comes back to the host.
 
     Why: mixed in one host-ordered pass, the cached rows (70 % of a batch at
     the 24 GB budget of the papers100M-scale run) dilute every block of the
@@ -203,21 +203,32 @@ def _cold_first_order(ids: torch.Tensor, host_row: torch.Tensor, num_hot: int, n
             ``slot``, the previous batch's ``prev_slot``): an id ``i >=
             num_hot`` with ``slot[i - num_hot] >= 0`` is served there, so it
             goes with the cached rows too.
+        num_warm: ids ``num_hot .. num_hot + num_warm - 1`` not served by a
+            GPU tier are read from the warm copy, at row ``id - num_hot``.
 
     Returns:
         ``(order, bounds, rows)``: ``[n]`` int64 positions of ``ids``,
-        ``[3]`` int64, and ``[n]`` int64 whose first ``bounds[1]`` entries
-        are the host rows in visiting order (the sort's keys: the UVA pass
-        can read them without a lookup through ``ids``).
+        ``[4]`` int64, and ``[n]`` int64 holding, in visiting order, the
+        row each host read reads (of the warm copy in ``bounds[0:2]``, of
+        the host table in ``bounds[1:3]``: the sort's keys, so the UVA
+        passes read them without a lookup through ``ids``).
     """
-    cached = ids < num_hot
     cold = (ids - num_hot).clamp_(min=0)
+    cached = ids < num_hot
     for slot in slots:
         cached |= slot[cold] >= 0
-    rows, order = torch.sort(host_row + cached.to(torch.int64) * num_rows)
-    bounds = torch.zeros(3, dtype=torch.int64, device=ids.device)
-    bounds[1] = ids.numel() - cached.sum()
-    bounds[2] = ids.numel()
+    # keys: warm rows [-num_warm, 0), host rows [0, num_rows), cached [num_rows, 2 num_rows)
+    keys = host_row + cached.to(torch.int64) * num_rows
+    if num_warm:
+        warm = ~cached & (cold < num_warm)  # (an id below num_hot is cached)
+        keys = torch.where(warm, cold - num_warm, keys)
+    rows, order = torch.sort(keys)
+    bounds = torch.zeros(4, dtype=torch.int64, device=ids.device)
+    if num_warm:
+        bounds[1] = warm.sum()
+        rows = torch.where(rows < 0, rows + num_warm, rows)  # warm keys -> rows of the warm copy
+    bounds[2] = ids.numel() - cached.sum()
+    bounds[3] = ids.numel()
     return order, bounds, rows
 
 
@@ -264,6 +275,7 @@ def gather_rows(
     previous: torch.Tensor | None = None,
     prev_slot: torch.Tensor | None = None,
     row_map: torch.Tensor | None = None,
+    warm: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Gather ``table[ids]`` (``table[row_map[ids]]`` with ``row_map``) into
     ``out`` on ``ids``'s device.
@@ -287,6 +299,11 @@ def gather_rows(
             in other ids, id ``i``'s row is ``table[row_map[i]]`` (the dual
             cache's hot-first ids over the user's host table, which is then
             never copied in the new order). The other tiers are in ``ids``.
+        warm: ``[W, D]`` rows of ids ``num_hot .. num_hot + W - 1`` in host
+            memory, or None: those of them no GPU tier serves are read
+            here rather than from ``table`` (the dual cache's copy of the
+            rows next in hotness after its GPU tiers, packed so that a
+            batch's misses share 64 KB pages; ``tritongnn.cache.dual``).
 
     Returns:
         ``out``.
@@ -317,21 +334,29 @@ def gather_rows(
                                 or row_map.numel() != table.size(0) or row_map.device != device):
         raise ValueError(f"row_map must be a 1-D int64 tensor of {table.size(0)} entries on {device}, got "
                          f"{row_map.dtype} of shape {tuple(row_map.shape)} on {row_map.device}")
+    if warm is not None and (warm.dim() != 2 or warm.shape[1:] != table.shape[1:] or warm.dtype != table.dtype
+                             or warm.size(0) > table.size(0) - num_hot):
+        raise ValueError(f"warm must hold at most {table.size(0) - num_hot} rows (the rows from num_hot on) "
+                         f"like table's ({table.size(1)} x {table.dtype}), got {tuple(warm.shape)} {warm.dtype}")
     if not use_triton(device):
-        return reference.gather_rows(table, ids, out, hot, num_hot, dynamic, slot, previous, prev_slot, row_map)
+        return reference.gather_rows(table, ids, out, hot, num_hot, dynamic, slot, previous, prev_slot, row_map,
+                                     warm)
     check_readable(table, device, "table")
     check_readable(hot, device, "hot")
-    for name, t in (("dynamic", dynamic), ("slot", slot), ("previous", previous), ("prev_slot", prev_slot)):
+    for name, t in (("dynamic", dynamic), ("slot", slot), ("previous", previous), ("prev_slot", prev_slot),
+                    ("warm", warm)):
         if t is not None:
             check_readable(t, device, name)
-    if table.stride(1) != 1 or hot.stride(1) != 1 or out.stride(1) != 1:
-        raise ValueError("table, hot and out rows must be contiguous (stride 1 along dim 1)")
+    if table.stride(1) != 1 or hot.stride(1) != 1 or out.stride(1) != 1 or (warm is not None and warm.stride(1) != 1):
+        raise ValueError("table, hot, warm and out rows must be contiguous (stride 1 along dim 1)")
     n = ids.numel()
     if n == 0:
         return out
     from_host = _reads_host(table, num_hot, device)
     if num_hot == table.size(0):  # every row from the GPU tier
         table, num_hot, dynamic, previous, row_map = hot, 0, None, None, None
+    if not from_host or (warm is not None and warm.size(0) == 0):
+        warm = None
     tiers = 3 if dynamic is not None else 2 if num_hot > 0 or previous is not None else 1
     if dynamic is None:
         dynamic, slot = table, ids  # not read
@@ -343,25 +368,33 @@ def gather_rows(
     if not mapped:
         row_map = ids  # not read
 
-    def launch(order, bounds, uva, rows=None):
+    def launch(order, bounds, uva, rows=None, host=table):
         """One pass over ``order`` (``bounds``: its part), shaped for rows
         read through UVA (``uva``) or from GPU memory. With ``rows`` (the
         host rows in visiting order: ``RESOLVED_ROWS``) every row of the
-        pass is ``table[rows[j]]``, with no lookup through ``ids``,
-        ``row_map`` or the slots before the host read."""
+        pass is ``host[rows[j]]`` (the table, or the warm copy), with no
+        lookup through ``ids``, ``row_map`` or the slots before the host
+        read."""
         block_rows, block_d, num_warps = _launch_settings(table.size(1) * table.element_size(),
                                                           table.element_size(), uva)
         resolved = rows is not None
         _gather_kernel[(_num_programs(n, block_rows, uva, device),)](
-            hot, table, dynamic, slot, previous, prev_slot, rows if resolved else ids, row_map, order,
+            hot, host, dynamic, slot, previous, prev_slot, rows if resolved else ids, row_map, order,
             bounds if bounds is not None else ids, out, n, num_hot, triton.cdiv(n, block_rows), table.size(1),
-            hot.stride(0), table.stride(0), dynamic.stride(0), previous.stride(0), out.stride(0),
+            hot.stride(0), host.stride(0), dynamic.stride(0), previous.stride(0), out.stride(0),
             TIERS=1 if resolved else tiers, REUSE=reuse and not resolved, MAPPED=mapped and not resolved,
             ORDERED=from_host, BOUNDED=bounds is not None, IDS_SORTED=resolved,
             BLOCK_ROWS=block_rows, BLOCK_D=block_d, num_warps=num_warps)
 
     if not from_host:
         launch(ids, None, uva=False)
+    elif warm is not None:  # host rows first, the warm copy's then the table's, read at their rows
+        slots = ([slot] if tiers == 3 else []) + ([prev_slot] if reuse else [])
+        order, bounds, rows = _cold_first_order(ids, host_row, num_hot, table.size(0), slots, warm.size(0))
+        launch(order, bounds[0:2], uva=True, rows=rows, host=warm)
+        launch(order, bounds[1:3], uva=True, rows=rows)
+        if tiers > 1:
+            launch(order, bounds[2:4], uva=False)
     elif tiers == 1 and RESOLVED_ROWS:  # every row from the host, read at its sorted row
         rows, order = torch.sort(host_row)
         launch(order, None, uva=True, rows=rows)
@@ -370,6 +403,6 @@ def gather_rows(
     else:  # the host's rows first, packed, by the UVA grid; then the GPU tiers' rows by a full grid
         slots = ([slot] if tiers == 3 else []) + ([prev_slot] if reuse else [])
         order, bounds, rows = _cold_first_order(ids, host_row, num_hot, table.size(0), slots)
-        launch(order, bounds[0:2], uva=True, rows=rows if RESOLVED_ROWS else None)
-        launch(order, bounds[1:3], uva=False)
+        launch(order, bounds[1:3], uva=True, rows=rows if RESOLVED_ROWS else None)
+        launch(order, bounds[2:4], uva=False)
     return out

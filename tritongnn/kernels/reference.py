@@ -173,10 +173,13 @@ class IdMap:
 
 
 def gather_rows(table, ids, out, hot=None, num_hot=0, dynamic=None, slot=None, previous=None,
-                prev_slot=None, row_map=None):
+                prev_slot=None, row_map=None, warm=None):
     """Reference of ``kernels.gather.gather_rows`` (tiers in the same order)."""
     rows = ids if row_map is None else row_map[ids]
     out.copy_(table.index_select(0, rows.to(table.device)))
+    if warm is not None:
+        m_warm = (ids >= num_hot) & (ids < num_hot + warm.size(0))
+        out[m_warm] = warm.index_select(0, (ids[m_warm] - num_hot).to(warm.device)).to(out.device)
     if hot is not None and num_hot > 0:
         m_hot = ids < num_hot
         out[m_hot] = hot.index_select(0, ids[m_hot].to(hot.device)).to(out.device)

@@ -178,6 +178,13 @@ class NeighborLoader:
             ``tritongnn.cache.DynamicCacheConfig``; its share of
             ``cache_budget`` is ``fraction``, taken from the static feature
             cache's least-used rows (the adjacency cache keeps its share).
+        warm_budget: with ``cache_budget``, bytes of pinned host memory for
+            a copy of the feature rows next in hotness after the GPU caches
+            (``DualCache.warm_x``): a batch's misses then fall mostly on
+            neighbouring rows of that copy, and UVA reads cost per distinct
+            64 KB page, not per byte (``tritongnn.kernels.gather``). Batches
+            are the same either way. None or 0: off; the copy never holds
+            more than the rows the GPU does not.
         reuse: with ``placement="host"``, rows read from host memory are
             reused on the GPU instead of read again (``tritongnn.cache.reuse``;
             batches are the same either way): ``True``, the previous batch's
@@ -219,7 +226,8 @@ class NeighborLoader:
                  drop_last: bool = False, transform=None, device=None, placement: str = "device",
                  generator: torch.Generator | None = None, seed: int | None = None,
                  prefetch: int = 2, cache_budget=None, cache_profile=None, profile_epochs: int = 3,
-                 cache_policy: str = "profile", dynamic_cache=None, reuse: bool | str = False,
+                 cache_policy: str = "profile", dynamic_cache=None, warm_budget: int | None = None,
+                 reuse: bool | str = False,
                  reorder_group: int = 1, sample_kernel: str = "foundation", super_batch: int = 1,
                  rank: int | None = None,
                  world_size: int | None = None, share_host_memory: bool = True, **kwargs):
@@ -270,6 +278,16 @@ class NeighborLoader:
         if dynamic is not None and cache_budget is None:
             raise ValueError("dynamic_cache takes its share of cache_budget: pass cache_budget "
                              "(and placement='host') with it")
+        if warm_budget is not None:
+            if isinstance(warm_budget, bool) or not isinstance(warm_budget, int):
+                raise TypeError(f"warm_budget must be an int (bytes) or None, got "
+                                f"{type(warm_budget).__name__} {warm_budget!r}")
+            if warm_budget < 0:
+                raise ValueError(f"warm_budget must be >= 0 bytes, got {warm_budget}")
+            if warm_budget and cache_budget is None:
+                raise ValueError(f"warm_budget={warm_budget} copies the rows after the GPU cache's: pass "
+                                 f"cache_budget (and placement='host') with it")
+        self._warm_budget = warm_budget or 0
         self.num_neighbors = check_num_neighbors(num_neighbors)
         num_nodes = data.num_nodes
         self.input_nodes = _check_input_nodes(input_nodes, num_nodes, self.device)
@@ -391,7 +409,13 @@ class NeighborLoader:
                 return cache
             graph = build_graph() if graph is None else graph
         plan, rows = self._plan_cache(graph, x, budget, policy, dynamic)
-        return DualCache(graph, x, plan, self.device, dynamic, rows, self.cache_profile)
+        return DualCache(graph, x, plan, self.device, dynamic, rows, self.cache_profile, self._warm_rows(x))
+
+    def _warm_rows(self, x) -> int:
+        """Rows of the warm copy ``warm_budget`` pays for."""
+        if x is None or not self._warm_budget:
+            return 0
+        return self._warm_budget // max(1, x.size(1) * x.element_size())
 
     def _access_profile(self, graph, x, num_nodes, replace, profile, epochs, policy) -> AccessProfile | None:
         """The profile the cache is planned from: loaded, given, or computed
@@ -483,7 +507,8 @@ class NeighborLoader:
                 CSCGraph(arrays["indptr"], arrays["indices"], arrays.get("edge_perm"), validate=False)
             if x is not None:
                 x = whole[1] if whole[1] is not None else arrays["x"]
-        return DualCache.from_relabelled(graph, x, plan, self.device, dynamic, meta["rows"], self.cache_profile)
+        return DualCache.from_relabelled(graph, x, plan, self.device, dynamic, meta["rows"], self.cache_profile,
+                                         self._warm_rows(x))
 
     def _profile_once(self, compute, num_nodes: int) -> AccessProfile:
         """``compute()`` the profile on rank 0 and broadcast it (GARDEN
@@ -710,7 +735,7 @@ class NeighborLoader:
         reuse = self.reuse
         if self.x is not None:
             if cache is not None:
-                tiers = dict(hot=cache.hot_x, num_hot=self._num_feature, row_map=cache.row_map)
+                tiers = dict(hot=cache.hot_x, num_hot=self._num_feature, row_map=cache.row_map, warm=cache.warm_x)
             else:  # no static tier (with reuse, say so: on a CPU, x would count as one)
                 tiers = {} if reuse is None else dict(hot=self.x[:0], num_hot=0)
             if dynamic is not None:
