@@ -338,6 +338,8 @@ def gather_rows(
                              or warm.size(0) > table.size(0) - num_hot):
         raise ValueError(f"warm must hold at most {table.size(0) - num_hot} rows (the rows from num_hot on) "
                          f"like table's ({table.size(1)} x {table.dtype}), got {tuple(warm.shape)} {warm.dtype}")
+    if warm is not None and warm.size(0) == 0:
+        warm = None
     if not use_triton(device):
         return reference.gather_rows(table, ids, out, hot, num_hot, dynamic, slot, previous, prev_slot, row_map,
                                      warm)
@@ -355,7 +357,7 @@ def gather_rows(
     from_host = _reads_host(table, num_hot, device)
     if num_hot == table.size(0):  # every row from the GPU tier
         table, num_hot, dynamic, previous, row_map = hot, 0, None, None, None
-    if not from_host or (warm is not None and warm.size(0) == 0):
+    if not from_host:
         warm = None
     tiers = 3 if dynamic is not None else 2 if num_hot > 0 or previous is not None else 1
     if dynamic is None:
