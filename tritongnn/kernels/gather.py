@@ -42,6 +42,21 @@ over all rows in host order (3x10^6 ids: 50 % cached 33.4 against 29.8
 GB/s, 70 % 32.2 against 22.3, 90 % 25.8 against 9.8), and the
 papers100M-scale GraphSAGE epoch at the 24 GB budget 3.92 s against 4.81 s.
 ``HOST_ROWS_FIRST = False`` restores the one pass, for comparisons.
+
+A pass of host rows reads them at the sort's keys (``RESOLVED_ROWS``): one
+load before each host read instead of the chain order -> ids -> slot maps
+-> ``row_map``. On the H200 (c45e187) that made a mixed gather's host rows
+1.3-1.4x faster where they are dense in the table, and the 50M-node
+benchmark's 8 GB epoch 1.84 -> 1.35-1.39 s with the dynamic cache; at the
+papers100M scale, where a batch's host rows fall about one to a 64 KB page,
+it was 3-10 % slower (3.90-4.18 s an epoch in five rows of three runs,
+against 3.71-3.81 in three; bench/results/README.md).
+
+A warm copy (``warm``) of the rows next in hotness after the GPU tiers,
+packed in pinned host memory, is read before the user's table: with
+hot-first ids a batch's misses concentrate there, so more of them share a
+page (the papers100M-scale epoch at 24 GB: 3.90-3.92 s without, 3.73 with a 16
+GB copy, 3.29 with 32 GB).
 """
 from __future__ import annotations
 
