@@ -176,6 +176,34 @@ def test_gather_persistent_grid(monkeypatch):
         assert_bits_equal(out, x[ids])
 
 
+def host_table(device, monkeypatch, mapped, seed):
+    """``(x, table, row_map)``: 500 x 40 rows ``x``, and the table the
+    gather reads them from as host memory (in other ids when ``mapped``):
+    pinned on a GPU; on the CPU made to count as another device's, with a
+    UVA grid of 3 programs."""
+    from tritongnn.kernels import gather
+    x = table(500, 40, torch.float32, seed)
+    user, row_map = in_other_ids(x, mapped, seed + 1)
+    if device.type == "cpu":
+        monkeypatch.setattr(gather, "_reads_host", lambda *args: True)
+        monkeypatch.setattr(gather, "_num_programs", lambda n, rows, from_host, device: 3 if from_host
+                            else -(-n // rows))
+    else:
+        user = user.pin_memory()
+    return x, user, row_map
+
+
+def gpu_tiers(x):
+    """The dynamic cache and previous batch tiers over rows 200 .. 499 of
+    ``x`` (id 217 in both: the dynamic cache serves it)."""
+    slot = torch.full((300,), -1, dtype=torch.int32)
+    slot[torch.tensor([5, 17, 250])] = torch.tensor([0, 1, 2], dtype=torch.int32)
+    prev_slot = torch.full((300,), -1, dtype=torch.int32)
+    prev_slot[torch.tensor([17, 40, 299])] = torch.tensor([2, 0, 1], dtype=torch.int32)
+    return dict(dynamic=x[200 + torch.tensor([5, 17, 250])].clone(), slot=slot,
+                previous=torch.stack([x[240], x[499], x[217]]), prev_slot=prev_slot)
+
+
 @pytest.mark.parametrize("first,resolved", [(True, False), (False, False), (True, True), (False, True)])
 @pytest.mark.parametrize("mapped", [False, True])
 def test_gather_host_rows_first(device, monkeypatch, mapped, first, resolved):
@@ -189,24 +217,10 @@ def test_gather_host_rows_first(device, monkeypatch, mapped, first, resolved):
     from tritongnn.kernels import gather
     monkeypatch.setattr(gather, "HOST_ROWS_FIRST", first)
     monkeypatch.setattr(gather, "RESOLVED_ROWS", resolved)
-    x = table(500, 40, torch.float32, 2)
-    user, row_map = in_other_ids(x, mapped, 3)
-    if device.type == "cpu":
-        monkeypatch.setattr(gather, "_reads_host", lambda *args: True)
-        monkeypatch.setattr(gather, "_num_programs", lambda n, rows, from_host, device: 3 if from_host
-                            else -(-n // rows))
-    else:
-        user = user.pin_memory()
+    x, user, row_map = host_table(device, monkeypatch, mapped, 2)
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 500, (2000,), generator=g)
-    slot = torch.full((300,), -1, dtype=torch.int32)
-    slot[torch.tensor([5, 17, 250])] = torch.tensor([0, 1, 2], dtype=torch.int32)
-    dynamic = x[200 + torch.tensor([5, 17, 250])].clone()
-    prev_slot = torch.full((300,), -1, dtype=torch.int32)
-    prev_slot[torch.tensor([17, 40, 299])] = torch.tensor([2, 0, 1], dtype=torch.int32)
-    previous = torch.stack([x[240], x[499], x[217]])
-    on = {k: v.to(device) for k, v in dict(dynamic=dynamic, slot=slot, previous=previous,
-                                            prev_slot=prev_slot).items()}
+    on = {k: v.to(device) for k, v in gpu_tiers(x).items()}
     for num_hot in (0, 1, 200, 499, 500):
         out = torch.full((2000, 40), 3.0, device=device)
         gather_rows(user, ids.to(device), out, hot=x[:num_hot].to(device), num_hot=num_hot,
@@ -216,7 +230,7 @@ def test_gather_host_rows_first(device, monkeypatch, mapped, first, resolved):
     prev_slot = torch.full((500,), -1, dtype=torch.int32)
     prev_slot[torch.tensor([217, 240, 499])] = torch.tensor([2, 0, 1], dtype=torch.int32)
     out = torch.full((2000, 40), 3.0, device=device)
-    gather_rows(user, ids.to(device), out, hot=x[:0].to(device), num_hot=0, previous=previous.to(device),
+    gather_rows(user, ids.to(device), out, hot=x[:0].to(device), num_hot=0, previous=on["previous"],
                 prev_slot=prev_slot.to(device), row_map=None if row_map is None else row_map.to(device))
     assert_bits_equal(out.cpu(), x[ids])
 
@@ -226,23 +240,11 @@ def test_gather_reads_the_warm_copy(device, monkeypatch, mapped):
     # ids num_hot .. num_hot + W - 1 that no GPU tier serves are read from
     # the warm copy (made different here, so the test sees which copy a row
     # came from), the others as before; the reference says the same.
-    from tritongnn.kernels import gather, reference
-    x = table(500, 40, torch.float32, 5)
-    user, row_map = in_other_ids(x, mapped, 6)
-    if device.type == "cpu":
-        monkeypatch.setattr(gather, "_reads_host", lambda *args: True)
-        monkeypatch.setattr(gather, "_num_programs", lambda n, rows, from_host, device: 3 if from_host
-                            else -(-n // rows))
-    else:
-        user = user.pin_memory()
+    from tritongnn.kernels import reference
+    x, user, row_map = host_table(device, monkeypatch, mapped, 5)
     ids = torch.randint(0, 500, (2000,), generator=torch.Generator().manual_seed(7))
-    slot = torch.full((300,), -1, dtype=torch.int32)
-    slot[torch.tensor([5, 17, 250])] = torch.tensor([0, 1, 2], dtype=torch.int32)  # two of them warm
-    dynamic = x[200 + torch.tensor([5, 17, 250])].clone()
-    prev_slot = torch.full((300,), -1, dtype=torch.int32)
-    prev_slot[torch.tensor([17, 40, 299])] = torch.tensor([2, 0, 1], dtype=torch.int32)
-    previous = torch.stack([x[240], x[499], x[217]])
-    tiers = dict(dynamic=dynamic, slot=slot, previous=previous, prev_slot=prev_slot)
+    tiers = gpu_tiers(x)  # slots of ids 205 and 217 fall in the warm copies of 100 rows from 200
+    slot, prev_slot = tiers["slot"], tiers["prev_slot"]
     for num_hot, num_warm, with_tiers in ((0, 150, False), (200, 100, True), (200, 300, True), (200, 300, False),
                                           (499, 1, False), (200, 0, True)):
         warm = -x[num_hot:num_hot + num_warm] - 1.0  # not the rows: which copy was read shows
