@@ -406,6 +406,7 @@ def gather_rows(
     if not from_host:
         launch(ids, None, uva=False)
     elif warm is not None:  # host rows first, the warm copy's then the table's, read at their rows
+        # (HOST_ROWS_FIRST and RESOLVED_ROWS are the timing switches of the path without one)
         slots = ([slot] if tiers == 3 else []) + ([prev_slot] if reuse else [])
         order, bounds, rows = _cold_first_order(ids, host_row, num_hot, table.size(0), slots, warm.size(0))
         launch(order, bounds[0:2], uva=True, rows=rows, host=warm)
