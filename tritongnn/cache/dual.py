@@ -36,6 +36,11 @@ def _host_table(x: torch.Tensor, device: torch.device) -> torch.Tensor:
     return as_pinned(x, device)
 
 
+def _rows_per_chunk(x: torch.Tensor) -> int:
+    """Rows of ``x`` in 256 MB: what a chunked copy of its rows moves at a time."""
+    return max(1, (1 << 28) // max(1, x.size(1) * x.element_size()))
+
+
 def _rows_on_device(x: torch.Tensor, order: torch.Tensor, device: torch.device) -> torch.Tensor:
     """``x[order]`` on ``device``, with no permuted copy where ``x`` lives:
     a host table larger than half the host must not be copied there. From
@@ -46,7 +51,7 @@ def _rows_on_device(x: torch.Tensor, order: torch.Tensor, device: torch.device) 
     if x.device.type == "cpu" and x.is_pinned() and x.is_contiguous():
         return gather_rows(x, order)
     out = torch.empty(x.shape, dtype=x.dtype, device=device)
-    step = max(1, (1 << 28) // max(1, x.size(1) * x.element_size()))  # 256 MB of rows at a time
+    step = _rows_per_chunk(x)
     for begin in range(0, x.size(0), step):
         out[begin:begin + step] = x[order[begin:begin + step].to(x.device)].to(device)
     return out
@@ -56,7 +61,7 @@ def _warm_copy(x: torch.Tensor, order: torch.Tensor, device: torch.device) -> to
     """``x[order]`` in new pinned host memory, gathered on ``device`` 256 MB
     at a time (``x`` is pinned: UVA reads, then a copy back)."""
     warm = pinned_empty((order.numel(), x.size(1)), x.dtype, device)
-    step = max(1, (1 << 28) // max(1, x.size(1) * x.element_size()))
+    step = _rows_per_chunk(x)
     for begin in range(0, order.numel(), step):
         warm[begin:begin + step].copy_(gather_rows(x, order[begin:begin + step]))
     return warm

@@ -405,22 +405,22 @@ def gather_rows(
 
     if not from_host:
         launch(ids, None, uva=False)
-    elif warm is not None:  # host rows first, the warm copy's then the table's, read at their rows
-        # (HOST_ROWS_FIRST and RESOLVED_ROWS are the timing switches of the path without one)
+    elif warm is not None or (tiers > 1 and HOST_ROWS_FIRST):
+        # the host's rows first, packed, by the UVA grid (the warm copy's,
+        # then the table's); then the GPU tiers' rows by a full grid. With a
+        # warm copy its rows are always read resolved (HOST_ROWS_FIRST and
+        # RESOLVED_ROWS are the timing switches of the path without one).
         slots = ([slot] if tiers == 3 else []) + ([prev_slot] if reuse else [])
-        order, bounds, rows = _cold_first_order(ids, host_row, num_hot, table.size(0), slots, warm.size(0))
-        launch(order, bounds[0:2], uva=True, rows=rows, host=warm)
-        launch(order, bounds[1:3], uva=True, rows=rows)
+        order, bounds, rows = _cold_first_order(ids, host_row, num_hot, table.size(0), slots,
+                                                0 if warm is None else warm.size(0))
+        if warm is not None:
+            launch(order, bounds[0:2], uva=True, rows=rows, host=warm)
+        launch(order, bounds[1:3], uva=True, rows=rows if warm is not None or RESOLVED_ROWS else None)
         if tiers > 1:
             launch(order, bounds[2:4], uva=False)
     elif tiers == 1 and RESOLVED_ROWS:  # every row from the host, read at its sorted row
         rows, order = torch.sort(host_row)
         launch(order, None, uva=True, rows=rows)
-    elif tiers == 1 or not HOST_ROWS_FIRST:  # one pass in host order: neighbours share pages
+    else:  # one pass in host order: neighbours share pages
         launch(torch.argsort(host_row), None, uva=True)
-    else:  # the host's rows first, packed, by the UVA grid; then the GPU tiers' rows by a full grid
-        slots = ([slot] if tiers == 3 else []) + ([prev_slot] if reuse else [])
-        order, bounds, rows = _cold_first_order(ids, host_row, num_hot, table.size(0), slots)
-        launch(order, bounds[1:3], uva=True, rows=rows if RESOLVED_ROWS else None)
-        launch(order, bounds[2:4], uva=False)
     return out

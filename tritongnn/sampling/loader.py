@@ -180,7 +180,7 @@ class NeighborLoader:
             cache's least-used rows (the adjacency cache keeps its share).
         warm_budget: with ``cache_budget``, bytes of pinned host memory for
             a copy of the feature rows next in hotness after the GPU caches
-            (``DualCache.warm_x``): a batch's misses then fall mostly on
+            (``DualCache.warm_x``): many of a batch's misses then fall on
             neighbouring rows of that copy, and UVA reads cost per distinct
             64 KB page, not per byte (``tritongnn.kernels.gather``). Batches
             are the same either way. None or 0: off; the copy never holds
