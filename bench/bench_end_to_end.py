@@ -44,7 +44,14 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   defaults with a warm copy of each size (``warm_budget``: the rows next in
   hotness after the GPU cache, packed in pinned host memory; 0: none).
 * ``profile``: torch.profiler over 5 steps of the recommended configuration
-  at ``--budgets-gb[0]``: the top kernels by GPU time (``--profile-trace``).
+  at each of ``--budgets-gb``: the top kernels by GPU time
+  (``--profile-trace``).
+* ``host``: the host's share of a step, switched off and on in one run: the
+  recommended configuration at each budget, and the model alone, with the
+  aggregation checking every layer's edge order (a host sync each,
+  ``aggregate.KNOWN_ORDER = False``) and the hops of a batch of 8000 run
+  eagerly (``sampler._GRAPH_KEYS_MAX`` below its 7.3M keys), then each
+  change added, then the first setting again (the spread of the run).
 * ``scaling``: the recommended configuration at budget ``--budgets-gb[0]``
   against batch size, fanouts and budget, and a feature-width point for this
   run's ``--features``. Other widths are runs of their own, with nodes and
@@ -111,7 +118,7 @@ from _record import append_record, new_record  # noqa: E402
 from bench_loader import cycle, sync, train_step  # noqa: E402  (one training step, as the loader benchmark takes it)
 
 GB = 1e9
-PARTS = ("pyg", "ablation", "models", "alone", "accuracy", "scaling", "gather_order", "profile")
+PARTS = ("pyg", "ablation", "models", "alone", "accuracy", "scaling", "gather_order", "profile", "host")
 
 
 def parse_args():
@@ -558,6 +565,9 @@ def main():
     if "profile" in args.parts:
         profile_steps(args, data, graph, all_bytes, device)
 
+    if "host" in args.parts:
+        host_overhead(args, data, graph, all_bytes, device, ours, emit)
+
     # PyG's loader last: its 26 GB of CPU edges and its workers' batches
     # (2.5 GB each) held host memory our loaders then lacked (a run was
     # killed for it); ours are freed by now
@@ -713,28 +723,74 @@ def scaling(args, graph, all_bytes, ours):
 
 def profile_steps(args, data, graph, all_bytes, device, steps=5):
     """torch.profiler over ``steps`` training steps of the recommended
-    configuration at ``--budgets-gb[0]`` after the warm-up: the kernels of
-    the loader's thread and the model's, by GPU time (``--profile-trace``:
-    a Chrome trace as well)."""
+    configuration at each of ``--budgets-gb`` after the warm-up: the kernels
+    of the loader's thread and the model's, by GPU time
+    (``--profile-trace``: a Chrome trace per budget as well, the budget in
+    its name)."""
     from torch.profiler import ProfilerActivity, profile
-    loader = our_loader(data, graph, args, device,
-                        **dict(RECOMMENDED, cache_budget=budget_bytes(args.budgets_gb[0], all_bytes)))
-    model, optimizer = make_model("sage", "tritongnn", args, device)
-    batches = cycle(loader)
-    for _ in range(max(1, args.warmup)):
-        train_step(model, optimizer, next(batches), trim=True)
-    sync(device)
-    cuda = device.type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
-        for _ in range(steps):
+    for budget_gb in args.budgets_gb:
+        loader = our_loader(data, graph, args, device,
+                            **dict(RECOMMENDED, cache_budget=budget_bytes(budget_gb, all_bytes)))
+        model, optimizer = make_model("sage", "tritongnn", args, device)
+        batches = cycle(loader)
+        for _ in range(max(1, args.warmup)):
             train_step(model, optimizer, next(batches), trim=True)
         sync(device)
-    print(prof.key_averages().table(sort_by="cuda_time_total" if cuda else "cpu_time_total", row_limit=30),
-          flush=True)
-    if args.profile_trace:
-        prof.export_chrome_trace(args.profile_trace)
-        print(f"wrote {args.profile_trace}", flush=True)
+        cuda = device.type == "cuda"
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=activities) as prof:
+            for _ in range(steps):
+                train_step(model, optimizer, next(batches), trim=True)
+            sync(device)
+        print(f"profile, {steps} steps, budget {budget_gb:g} GB (0: none)", flush=True)
+        print(prof.key_averages().table(sort_by="cuda_time_total" if cuda else "cpu_time_total", row_limit=40),
+              flush=True)
+        if args.profile_trace:
+            root, ext = os.path.splitext(args.profile_trace)
+            path = f"{root}_{budget_gb:g}gb{ext or '.json'}"
+            prof.export_chrome_trace(path)
+            print(f"wrote {path}", flush=True)
+        del loader, batches, model, optimizer
+        gc.collect()
+
+
+def host_overhead(args, data, graph, all_bytes, device, ours, emit):
+    """The ``host`` part (module docstring): each setting's epoch of the
+    recommended configuration at every budget, and the model alone on 8
+    prepared batches."""
+    import importlib
+    aggregate_kernels = importlib.import_module("tritongnn.kernels.aggregate")  # the module, not the function
+    sampler_module = importlib.import_module("tritongnn.sampling.sampler")
+    default = aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX
+    eager = 1 << 22  # below a batch's keys: its hops run eagerly, as before 1 << 23
+    settings = [("checked order, eager hops", False, eager), ("known order, eager hops", True, eager),
+                ("known order, replayed hops", True, default[1]), ("checked order, eager hops (again)", False, eager)]
+    prepared = None
+    for name, known, keys in settings:
+        aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX = known, keys
+        extra = dict(known_order=known, graph_keys_max=keys)
+        for budget in args.budgets_gb:
+            tag = f"{budget:g} GB" if budget else "no budget"
+            _, loader, model, optimizer = ours(
+                "host", f"recommended, {name} [{tag}]",
+                dict(RECOMMENDED, cache_budget=budget_bytes(budget, all_bytes)), "tritongnn", extra=extra)
+            if prepared is None:
+                prepared = [batch for _, batch in zip(range(8), loader)]
+            del loader, model, optimizer
+        model, optimizer = make_model("sage", "tritongnn", args, device)
+        for batch in prepared:
+            train_step(model, optimizer, batch, trim=True)
+        sync(device)
+        steps, per_epoch = max(len(prepared), args.batches or 150), -(-graph["train"].numel() // args.batch_size)
+        start = time.perf_counter()
+        for i in range(steps):
+            train_step(model, optimizer, prepared[i % len(prepared)], trim=True)
+        sync(device)
+        emit(dict(part="host", model="sage", name=f"model alone, {name}", library="tritongnn",
+                  epoch_seconds=(time.perf_counter() - start) * per_epoch / steps, batches_timed=steps,
+                  batches_per_epoch=per_epoch, **extra))
+        del model, optimizer
+    aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX = default
 
 
 def write_csv(path, record):

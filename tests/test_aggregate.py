@@ -96,6 +96,57 @@ def test_grouping_is_shared_by_layers_and_renewed_on_change(device):
     assert key not in agg._GROUPINGS  # freed with its edge_index
 
 
+def test_known_destination_order(device, monkeypatch):
+    # A marked edge_index, its leading slices and a checked edge_index found
+    # sorted skip the check (a host sync); another slice, an in-place change
+    # or an unsorted edge_index do not, and the sums are right either way.
+    g = torch.Generator().manual_seed(5)
+    dst = torch.randint(0, 6, (50,), generator=g).sort().values
+    edge_index = torch.stack([torch.randint(0, 9, (50,), generator=g), dst]).to(device)
+    x = torch.randn(9, 4, generator=g).to(device)
+    checks = []
+    check = agg.Grouping.__init__
+
+    def counting(self, dst, num_src, num_dst, presorted=None):
+        checks.append(presorted is None)
+        check(self, dst, num_src, num_dst, presorted)
+    monkeypatch.setattr(agg.Grouping, "__init__", counting)
+
+    def expected(e, num_dst):
+        return scatter(x[e[0]], e[1], dim=0, dim_size=num_dst, reduce="mean")
+
+    assert agg.mark_sorted_by_dst(edge_index) is edge_index
+    head = edge_index[:, :30]
+    for e in (edge_index, head, edge_index.narrow(1, 0, 12)):
+        torch.testing.assert_close(aggregate(x, e, 6, "mean"), expected(e, 6))
+    assert checks == [False, False, False]
+    assert not agg._known_sorted(edge_index[:, 5:])  # not a leading slice
+    edge_index[0, 0] = 1  # in place: the record is stale
+    assert not agg._known_sorted(edge_index) and not agg._known_sorted(head)
+    # checked and found sorted: recorded, so its leading slices skip the check
+    checked = torch.stack([torch.randint(0, 9, (40,), generator=g),
+                           torch.randint(0, 6, (40,), generator=g).sort().values]).to(device)
+    aggregate(x, checked, 6)
+    aggregate(x, checked[:, :20], 6)
+    unsorted = checked.flip(1)
+    torch.testing.assert_close(aggregate(x, unsorted, 6, "mean"), expected(unsorted, 6))
+    assert not agg._known_sorted(unsorted)
+    assert checks[3:] == [True, False, True]
+    monkeypatch.setattr(agg, "KNOWN_ORDER", False)  # the timing switch: every edge_index checked
+    aggregate(x, checked[:, :20], 5)
+    assert checks[-1] is True
+
+
+def test_loader_batches_are_marked_sorted(device):
+    from test_loader import random_data
+    from tritongnn import NeighborLoader
+    data = random_data()
+    for batch in NeighborLoader(data, [4, 3], batch_size=64, device=device, seed=0):
+        assert agg._known_sorted(batch.edge_index)
+        dst = batch.edge_index[1]
+        assert bool((dst[1:] >= dst[:-1]).all())  # what the mark promises
+
+
 def test_aggregate_half_precision_accumulates_in_float32(device):
     x = torch.full((300, 4), 0.1, dtype=torch.bfloat16)
     edge_index = torch.stack([torch.arange(300), torch.zeros(300, dtype=torch.int64)])

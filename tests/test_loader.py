@@ -35,6 +35,8 @@ def check_batch(batch, data, input_nodes, num_neighbors, replace):
     assert sum(batch.num_sampled_nodes) == n_id.numel() == batch.x.size(0)
     assert sum(batch.num_sampled_edges) == row.numel()
     assert batch.num_sampled_nodes[0] == bs
+    # edges sorted by target (the loader marks them so: aggregate trusts it)
+    assert bool((col[1:] >= col[:-1]).all())
     assert len(batch.num_sampled_edges) == len(num_neighbors)
     assert torch.equal(batch.x, data.x[n_id]) and torch.equal(batch.y, data.y[n_id])
     assert torch.equal(batch.train_mask, data.train_mask[n_id])

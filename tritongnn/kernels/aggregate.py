@@ -18,7 +18,14 @@ atomics was 4.8x slower, the sort included (115 against 24 ms).
 
 Edges are grouped by destination once per ``edge_index`` (``Grouping``): a
 model's layers share it, and a block from the sampler is already grouped,
-which one comparison pass detects.
+which one comparison pass detects. That pass ends in a host sync (its
+``bool``), which stalls the host's launches once per layer: the order is
+remembered instead where it is known. ``mark_sorted_by_dst`` records it for
+an ``edge_index`` (tritongnn's loader marks its batches, sorted by
+construction), a checked ``edge_index`` found sorted is recorded too, and a
+leading slice of a recorded one (``edge_index[:, :k]``, how layer-wise
+trimming narrows it) is sorted as well. A record holds for the tensor while
+it lives unchanged in place (its version counter).
 
 Measured on an H200 (``bench/bench_aggregate.py --sweep``, 10 sampled blocks
 of a 5x10^7-node Chung-Lu graph, [15, 10, 5], batch 8000, 4.5x10^7 edges,
@@ -203,6 +210,44 @@ def _segments(key: torch.Tensor, num_segments: int, presorted: bool):
     return perm, indptr
 
 
+# Known destination order (module docstring). ``KNOWN_ORDER = False`` checks
+# every edge_index as before (one host sync per layer): for timing the two.
+KNOWN_ORDER = True
+_SORTED: dict = {}  # id(edge_index) -> (weakref, version): edge_index[1] is non-decreasing
+
+
+def mark_sorted_by_dst(edge_index: torch.Tensor) -> torch.Tensor:
+    """Record that ``edge_index[1]`` (destinations) is non-decreasing, so
+    ``aggregate`` skips its check (a host sync) for it and for leading
+    slices of it, while it is not modified in place. Only for an order known
+    by construction, as the sampler's: a wrong mark gives wrong sums.
+
+    Returns ``edge_index``.
+    """
+    key = id(edge_index)
+    ref = weakref.ref(edge_index, lambda _, key=key: _SORTED.pop(key, None))
+    _SORTED[key] = (ref, edge_index._version)
+    return edge_index
+
+
+def _recorded(t: torch.Tensor) -> bool:
+    entry = _SORTED.get(id(t))
+    return entry is not None and entry[0]() is t and entry[1] == t._version
+
+
+def _known_sorted(edge_index: torch.Tensor) -> bool:
+    """``edge_index`` is recorded sorted, or is a leading slice of columns of
+    a recorded tensor (same start and strides, no more columns)."""
+    if not KNOWN_ORDER:
+        return False
+    if _recorded(edge_index):
+        return True
+    base = edge_index._base
+    return (base is not None and base.dim() == 2 and base.size(0) == 2 and _recorded(base)
+            and edge_index.storage_offset() == base.storage_offset() and edge_index.stride() == base.stride()
+            and edge_index.size(1) <= base.size(1))
+
+
 class Grouping:
     """The order of one ``edge_index`` that both passes read: its edges
     grouped by destination, and the segment bounds.
@@ -216,9 +261,11 @@ class Grouping:
     batch alive.
     """
 
-    def __init__(self, dst: torch.Tensor, num_src: int, num_dst: int):
+    def __init__(self, dst: torch.Tensor, num_src: int, num_dst: int, presorted: bool | None = None):
         self.num_src, self.num_dst = num_src, num_dst
-        presorted = dst.numel() < 2 or bool((dst[1:] >= dst[:-1]).all())
+        if presorted is None:  # the check: one comparison pass, one host sync
+            presorted = dst.numel() < 2 or bool((dst[1:] >= dst[:-1]).all())
+        self.presorted = presorted
         self.dst_perm, self.dst_indptr = _segments(dst, num_dst, presorted)
 
     def by_dst(self, t: torch.Tensor) -> torch.Tensor:
@@ -235,7 +282,9 @@ def _grouping(edge_index: torch.Tensor, num_src: int, num_dst: int) -> Grouping:
     if entry is not None and entry[0]() is edge_index and entry[1] == edge_index._version \
             and entry[2] == (num_src, num_dst):
         return entry[3]
-    grouping = Grouping(edge_index[1], num_src, num_dst)
+    grouping = Grouping(edge_index[1], num_src, num_dst, True if _known_sorted(edge_index) else None)
+    if grouping.presorted and KNOWN_ORDER:
+        mark_sorted_by_dst(edge_index)  # its leading slices (the next layers') need no check
     while len(_GROUPINGS) >= _GROUPINGS_MAX:
         _GROUPINGS.pop(next(iter(_GROUPINGS)))
     ref = weakref.ref(edge_index, lambda _, key=key: _GROUPINGS.pop(key, None))

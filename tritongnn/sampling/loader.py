@@ -42,6 +42,7 @@ from ..cache.reuse import BatchReuse, GroupReuse
 from ..graph import CSCGraph
 from ..host_memory import HostGroup, SharedHostArrays, as_pinned
 from ..kernels import gather_rows
+from ..kernels.aggregate import mark_sorted_by_dst
 from ..kernels.sample import METHODS as SAMPLE_METHODS
 from .sampler import NeighborSampler, check_num_neighbors
 from .shard import SeedShards, resolve_ranks
@@ -731,7 +732,9 @@ class NeighborLoader:
         cache = self.cache
         dynamic = cache.dynamic if cache is not None else None
         n_id = node if cache is None else cache.order[node]
-        batch = Data(edge_index=torch.stack([out.row, out.col]), n_id=n_id)
+        # edges come grouped by target, hop by hop (the sampler's order): the
+        # mark spares tritongnn.nn's layers a host sync each checking it
+        batch = Data(edge_index=mark_sorted_by_dst(torch.stack([out.row, out.col])), n_id=n_id)
         reuse = self.reuse
         if self.x is not None:
             if cache is not None:
