@@ -49,8 +49,9 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
 * ``host``: the host's share of a step, switched off and on in one run: the
   recommended configuration at each budget, and the model alone, with the
   aggregation checking every layer's edge order (a host sync each,
-  ``aggregate.KNOWN_ORDER = False``) and the hops of a batch of 8000 run
-  eagerly (``sampler._GRAPH_KEYS_MAX`` below its 7.3M keys), then each
+  ``aggregate.KNOWN_ORDER = False``), the hops of a batch of 8000 run
+  eagerly (``sampler._GRAPH_KEYS_MAX`` below its 7.3M keys) and the
+  sampler's sizes read with ``.tolist()`` (a pageable copy), then each
   change added, then the first setting again (the spread of the run).
 * ``scaling``: the recommended configuration at budget ``--budgets-gb[0]``
   against batch size, fanouts and budget, and a feature-width point for this
@@ -163,6 +164,9 @@ def parse_args():
     p.add_argument("--png", default=None, help="the scaling figure")
     p.add_argument("--ablation-png", default=None, help="the ablation figure, with PyG's loader")
     p.add_argument("--profile-trace", default=None, help="with --parts profile: a Chrome trace here")
+    p.add_argument("--switch-intervals", type=float, nargs="*", default=[],
+                   help="with --parts host: time the defaults at each of these sys.setswitchinterval "
+                        "values (seconds), between two at Python's (0.005), instead of the settings")
     p.add_argument("--commit", default=None)
     p.add_argument("--from-rows", nargs="+", default=None,
                    help="run nothing: make the record of runs cut short from their .rows files")
@@ -761,14 +765,26 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
     import importlib
     aggregate_kernels = importlib.import_module("tritongnn.kernels.aggregate")  # the module, not the function
     sampler_module = importlib.import_module("tritongnn.sampling.sampler")
-    default = aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX
+    default = aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list
     eager = 1 << 22  # below a batch's keys: its hops run eagerly, as before 1 << 23
-    settings = [("checked order, eager hops", False, eager), ("known order, eager hops", True, eager),
-                ("known order, replayed hops", True, default[1]), ("checked order, eager hops (again)", False, eager)]
+
+    def pageable(t):  # the sizes copy as before host_list
+        return t.tolist()
+    settings = [("checked order, eager hops, pageable sizes", False, eager, pageable, None),
+                ("known order, eager hops, pageable sizes", True, eager, pageable, None),
+                ("known order, replayed hops, pageable sizes", True, default[1], pageable, None),
+                ("known order, replayed hops, pinned sizes", True, default[1], default[2], None),
+                ("checked order, eager hops, pageable sizes (again)", False, eager, pageable, None)]
+    if args.switch_intervals:  # the defaults, at Python's interval, each given one, then Python's again
+        switches = [sys.getswitchinterval()] + args.switch_intervals + [sys.getswitchinterval()]
+        settings = [(f"defaults, switch interval {s * 1e3:g} ms", *default, s) for s in switches]
     prepared = None
-    for name, known, keys in settings:
-        aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX = known, keys
-        extra = dict(known_order=known, graph_keys_max=keys)
+    switch = sys.getswitchinterval()
+    for name, known, keys, sizes, interval in settings:
+        aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = known, keys, sizes
+        sys.setswitchinterval(interval or switch)
+        extra = dict(known_order=known, graph_keys_max=keys, pinned_sizes=sizes is default[2],
+                     switch_interval=interval or switch)
         for budget in args.budgets_gb:
             tag = f"{budget:g} GB" if budget else "no budget"
             _, loader, model, optimizer = ours(
@@ -790,7 +806,8 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
                   epoch_seconds=(time.perf_counter() - start) * per_epoch / steps, batches_timed=steps,
                   batches_per_epoch=per_epoch, **extra))
         del model, optimizer
-    aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX = default
+    aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = default
+    sys.setswitchinterval(switch)
 
 
 def write_csv(path, record):

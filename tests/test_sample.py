@@ -198,3 +198,13 @@ def test_super_batch_bad_arguments():
     with pytest.raises(ValueError, match="one Philox seed per sub-batch"):
         sample_neighbors(*args, frontier_batch=torch.tensor([0, 1]), batch_ptr=torch.tensor([0, 1, 2]),
                          seed=torch.tensor([3]))
+
+
+def test_host_list_reads_what_the_stream_wrote(device):
+    # the sampler's per-batch sizes copy (pinned, asynchronous, event-waited)
+    # sees the values the kernels before it wrote, as .tolist() does
+    from tritongnn.kernels._launch import host_list
+    sizes = torch.arange(7, dtype=torch.int64, device=device)
+    sizes.mul_(3).add_(2**40)  # queued on the stream right before the copy
+    assert host_list(sizes) == sizes.cpu().tolist() == [2**40 + 3 * i for i in range(7)]
+    assert host_list(sizes[:0]) == []

@@ -50,6 +50,24 @@ def interpreted_block(block: int, interpreted: int) -> int:
 # batches, while each new variant compiled, then 550).
 
 
+def host_list(t: torch.Tensor) -> list:
+    """``t.tolist()`` of a small tensor, waited for without stalling other
+    threads' launches. On a GPU ``.tolist()`` copies into pageable memory, a
+    copy during which the CUDA runtime holds back every other host thread's
+    launches: measured, the loader's one per-batch sizes copy stalled the
+    training loop's launches 1.6-2.3 ms a batch. Here the copy goes to
+    pinned memory, asynchronously, and only this thread waits (on an event,
+    without the interpreter lock)."""
+    if t.device.type != "cuda":
+        return t.tolist()
+    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)  # torch's cached pinned blocks
+    host.copy_(t, non_blocking=True)
+    copied = torch.cuda.Event()
+    copied.record()
+    copied.synchronize()
+    return host.tolist()
+
+
 def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 

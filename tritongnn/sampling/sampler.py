@@ -49,7 +49,7 @@ from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 from ..graph import CSCGraph
 from ..kernels import IdMap, draw_seeds, sample_neighbors
 from ..kernels.sample import check_method
-from ..kernels._launch import use_triton
+from ..kernels._launch import host_list, use_triton
 
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
 # keys of the id map a captured graph owns: <= 384 MB of table; a batch of
@@ -286,7 +286,7 @@ class NeighborSampler:
 
         # The one sync of the batch: every hop's sizes in one copy. The
         # slices below copy the batch out of the (possibly replayed) buffers.
-        sizes = torch.cat([t for e, m in hops for t in (e.num_edges, m.num_new)]).tolist() if hops else []
+        sizes = host_list(torch.cat([t for e, m in hops for t in (e.num_edges, m.num_new)])) if hops else []
         num_edges, num_new = sizes[0::2], sizes[1::2]
         node = torch.cat([seeds] + [m.new_nodes[:n] for (_, m), n in zip(hops, num_new)])
         row = torch.cat([m.local[:e] for (_, m), e in zip(hops, num_edges)]) if hops else \
@@ -350,8 +350,8 @@ class NeighborSampler:
         # The one sync of the super-batch: where every sub-batch's edges and
         # new nodes sit in every hop's buffers.
         k1 = num_batches + 1
-        bounds = torch.cat([t for e, m in hops for t in (e.edge_ptr, m.num_new_per_batch[:num_batches])]).tolist() \
-            if hops else []
+        bounds = host_list(torch.cat([t for e, m in hops
+                                      for t in (e.edge_ptr, m.num_new_per_batch[:num_batches])])) if hops else []
         edge_ptr = [bounds[h * (2 * k1 - 1):h * (2 * k1 - 1) + k1] for h in range(len(hops))]
         node_ptr = []
         for h in range(len(hops)):
