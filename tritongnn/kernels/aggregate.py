@@ -2,7 +2,8 @@
 memory-aware aggregation), forward and backward.
 
 ``out[d] = sum_e w_e * x[src_e]`` over the edges ``e`` of destination ``d``
-(``w_e``: 1, GCN's edge weight, and/or ``1 / degree`` for a mean). Forward:
+(``w_e``: 1, GCN's edge weight, and/or ``1 / degree`` for a mean, which the
+kernels apply to the destination's sum, or its gradient row). Forward:
 a program takes ``SEGS`` consecutive destinations and a block of feature
 columns, keeps each destination's partial sum in registers while it streams
 the source rows of its edges, ``BLOCK_E`` at a time, once each, and writes
@@ -56,6 +57,7 @@ def _segment_sum_kernel(
     D: tl.constexpr,
     stride_x, stride_out,
     WEIGHTED: tl.constexpr,
+    MEAN: tl.constexpr,     # divide each segment's sum by its edge count (at least 1)
     SEGS: tl.constexpr,     # consecutive segments per program, one after the other
     BLOCK_E: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -80,6 +82,8 @@ def _segment_sum_kernel(
                     b_rows = b_rows * b_w[:, None]
                 acc += tl.sum(b_rows, axis=0)
                 e += BLOCK_E
+            if MEAN:
+                acc = acc / tl.maximum(end - start, 1).to(tl.float32)
             tl.store(out + segment * stride_out + o_d, acc.to(out.dtype.element_ty), mask=m_d)
 
 
@@ -94,6 +98,7 @@ def _scatter_add_kernel(
     D: tl.constexpr,
     stride_grad, stride_out,
     WEIGHTED: tl.constexpr,
+    MEAN: tl.constexpr,     # divide by the segment's edge count, as the forward did
     SEGS: tl.constexpr,
     BLOCK_E: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -107,6 +112,8 @@ def _scatter_add_kernel(
             end = tl.load(indptr + segment + 1)
             b_grad = tl.load(grad + segment * stride_grad + o_d, mask=m_d & (start < end),
                              other=0).to(tl.float32)  # [BD], read once for all its edges
+            if MEAN:
+                b_grad = b_grad / tl.maximum(end - start, 1).to(tl.float32)
             e = start
             while e < end:
                 o_e = e + tl.arange(0, BLOCK_E)
@@ -141,14 +148,16 @@ def _grid(num_segments: int, width: int, settings: dict):
 
 
 def segment_sum(x: torch.Tensor, indptr: torch.Tensor, index: torch.Tensor,
-                weight: torch.Tensor | None = None) -> torch.Tensor:
-    """``out[s] = sum_{e in segment s} weight[e] * x[index[e]]``.
+                weight: torch.Tensor | None = None, mean: bool = False) -> torch.Tensor:
+    """``out[s] = sum_{e in segment s} weight[e] * x[index[e]]``, divided by
+    the segment's edge count (at least 1) with ``mean``.
 
     Args:
         x: ``[N, D]`` rows (contiguous along D).
         indptr: ``[S + 1]`` int64 segment bounds, non-decreasing.
         index: ``[E]`` int64 rows of ``x``, in ``[0, N)``, grouped by segment.
         weight: ``[E]`` float32 per-edge weights, or None (all 1).
+        mean: divide each sum by its segment's size.
 
     Returns:
         ``[S, D]`` in ``x.dtype``.
@@ -156,27 +165,28 @@ def segment_sum(x: torch.Tensor, indptr: torch.Tensor, index: torch.Tensor,
     num_segments = indptr.numel() - 1
     out = torch.empty((num_segments, x.size(1)), dtype=x.dtype, device=x.device)
     if not use_triton(x.device):
-        return reference.segment_sum(x, indptr, index, weight, out)
+        return reference.segment_sum(x, indptr, index, weight, out, mean)
     if num_segments == 0 or x.size(1) == 0:
         return out.zero_()
     x = x.contiguous()
     settings = _launch_settings(x.size(1))
     _segment_sum_kernel[_grid(num_segments, x.size(1), settings)](
         x, indptr, index, weight if weight is not None else indptr, out, num_segments,
-        x.size(1), x.stride(0), out.stride(0), WEIGHTED=weight is not None, **settings)
+        x.size(1), x.stride(0), out.stride(0), WEIGHTED=weight is not None, MEAN=mean, **settings)
     return out
 
 
 def scatter_add(grad: torch.Tensor, indptr: torch.Tensor, index: torch.Tensor,
-                weight: torch.Tensor | None, num_rows: int) -> torch.Tensor:
+                weight: torch.Tensor | None, num_rows: int, mean: bool = False) -> torch.Tensor:
     """The transpose of ``segment_sum`` without regrouping the edges:
     ``out[index[e]] += weight[e] * grad[s]`` for every edge ``e`` of segment
-    ``s``, with float32 atomics (summation order varies run to run, like
-    PyG's ``index_add``).
+    ``s`` (``grad[s]`` divided by the segment's size with ``mean``), with
+    float32 atomics (summation order varies run to run, like PyG's
+    ``index_add``).
 
     Args:
         grad: ``[S, D]`` one row per segment.
-        indptr, index, weight: the segments, as for ``segment_sum``.
+        indptr, index, weight, mean: the segments, as for ``segment_sum``.
         num_rows: rows of the output (``index`` in ``[0, num_rows)``).
 
     Returns:
@@ -185,14 +195,14 @@ def scatter_add(grad: torch.Tensor, indptr: torch.Tensor, index: torch.Tensor,
     out = torch.zeros((num_rows, grad.size(1)), dtype=torch.float32, device=grad.device)
     num_segments = indptr.numel() - 1
     if not use_triton(grad.device):
-        return reference.scatter_add(grad, indptr, index, weight, out)
+        return reference.scatter_add(grad, indptr, index, weight, out, mean)
     if num_segments == 0 or grad.size(1) == 0 or index.numel() == 0:
         return out
     grad = grad.contiguous()
     settings = _launch_settings(grad.size(1))
     _scatter_add_kernel[_grid(num_segments, grad.size(1), settings)](
         grad, indptr, index, weight if weight is not None else indptr, out, num_segments,
-        grad.size(1), grad.stride(0), out.stride(0), WEIGHTED=weight is not None, **settings)
+        grad.size(1), grad.stride(0), out.stride(0), WEIGHTED=weight is not None, MEAN=mean, **settings)
     return out
 
 
@@ -293,33 +303,31 @@ def _grouping(edge_index: torch.Tensor, num_src: int, num_dst: int) -> Grouping:
 
 
 class _Aggregate(torch.autograd.Function):
+    # A mean divides by the destination's degree inside both kernels: no
+    # per-edge weights to build (six launches a layer, on the host's clock)
     @staticmethod
     def forward(ctx, x, src, dst, grouping: Grouping, mean: bool, edge_weight):
-        indptr = grouping.dst_indptr
-        weight = None if edge_weight is None else edge_weight.to(torch.float32)
-        inverse = None
-        if mean:
-            degree = (indptr[1:] - indptr[:-1]).clamp(min=1).to(torch.float32)
-            inverse = (1.0 / degree)[dst]
-            weight = inverse if weight is None else weight * inverse
-        out = segment_sum(x, indptr, grouping.by_dst(src), None if weight is None else grouping.by_dst(weight))
-        ctx.save_for_backward(x, src, dst, weight, inverse)
+        weight = None if edge_weight is None else grouping.by_dst(edge_weight.to(torch.float32))
+        src_grouped = grouping.by_dst(src)
+        out = segment_sum(x, grouping.dst_indptr, src_grouped, weight, mean)
+        ctx.save_for_backward(x, src, dst, src_grouped, weight)
         ctx.grouping, ctx.mean = grouping, mean
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        x, src, dst, weight, inverse = ctx.saved_tensors
+        x, src, dst, src_grouped, weight = ctx.saved_tensors
         grouping = ctx.grouping
         grad_out = grad_out.contiguous()
         grad_x = grad_weight = None
         if ctx.needs_input_grad[0]:
-            grad_x = scatter_add(grad_out, grouping.dst_indptr, grouping.by_dst(src),
-                                 None if weight is None else grouping.by_dst(weight), x.size(0)).to(x.dtype)
+            grad_x = scatter_add(grad_out, grouping.dst_indptr, src_grouped, weight, x.size(0),
+                                 ctx.mean).to(x.dtype)
         if ctx.needs_input_grad[5]:  # d out[dst_e] / d w_e = x[src_e] (/ degree for mean)
             grad_weight = (grad_out[dst].float() * x[src].float()).sum(1)
             if ctx.mean:
-                grad_weight = grad_weight * inverse
+                indptr = grouping.dst_indptr
+                grad_weight = grad_weight / (indptr[1:] - indptr[:-1]).clamp(min=1).to(torch.float32)[dst]
         return grad_x, None, None, None, None, grad_weight
 
 

@@ -200,8 +200,9 @@ def gather_rows(table, ids, out, hot=None, num_hot=0, dynamic=None, slot=None, p
     return out
 
 
-def segment_sum(x, indptr, index, weight, out):
-    """Reference of ``kernels.aggregate.segment_sum`` (float32 accumulation)."""
+def segment_sum(x, indptr, index, weight, out, mean=False):
+    """Reference of ``kernels.aggregate.segment_sum`` (float32 accumulation;
+    ``mean``: each sum divided by its segment's size, at least 1)."""
     num_segments = indptr.numel() - 1
     counts = indptr[1:] - indptr[:-1]
     segment = torch.repeat_interleave(torch.arange(num_segments, device=x.device), counts,
@@ -211,16 +212,22 @@ def segment_sum(x, indptr, index, weight, out):
         rows = rows * weight[:, None]
     acc = torch.zeros((num_segments, x.size(1)), dtype=torch.float32, device=x.device)
     acc.index_add_(0, segment, rows)
+    if mean:
+        acc /= counts.clamp(min=1).to(torch.float32)[:, None]
     return out.copy_(acc)
 
 
-def scatter_add(grad, indptr, index, weight, out):
+def scatter_add(grad, indptr, index, weight, out, mean=False):
     """Reference of ``kernels.aggregate.scatter_add``: ``out[index[e]] +=
-    weight[e] * grad[segment of e]`` (``out`` float32, zeroed)."""
+    weight[e] * grad[segment of e]`` (``out`` float32, zeroed; ``mean``:
+    ``grad[s]`` divided by segment ``s``'s size, at least 1)."""
     counts = indptr[1:] - indptr[:-1]
     segment = torch.repeat_interleave(torch.arange(indptr.numel() - 1, device=grad.device), counts,
                                       output_size=index.numel())
-    rows = grad.index_select(0, segment).float()
+    rows = grad.float()
+    if mean:
+        rows = rows / counts.clamp(min=1).to(torch.float32)[:, None]
+    rows = rows.index_select(0, segment)
     if weight is not None:
         rows = rows * weight[:, None]
     return out.index_add_(0, index, rows)
