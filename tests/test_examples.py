@@ -91,8 +91,12 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     record = json.loads(out.read_text().splitlines()[-1])
     parts = {r["part"] for r in record["rows"]}
     # pyg: no torch-sparse here; profile prints a table, no rows
-    assert parts == {"ablation", "models", "alone", "accuracy", "scaling", "gather_order"}
-    assert "Self CPU time total" in stdout
+    assert parts == {"ablation", "models", "alone", "accuracy", "scaling", "gather_order", "host"}
+    assert stdout.count("Self CPU time total") == 2  # a profile per budget
+    host = [r for r in record["rows"] if r["part"] == "host"]
+    assert len(host) == 5 * 3  # each setting: two budgets and the model alone
+    assert [(r["known_order"], r["pinned_sizes"]) for r in host[::3]] == \
+        [(False, False), (True, False), (True, False), (True, True), (False, False)]
     order = [r for r in record["rows"] if r["part"] == "gather_order"]
     assert [(r["host_rows_first"], r["resolved_rows"]) for r in order] == \
         [(False, False), (True, False), (True, True)]  # the non-zero budget only
