@@ -90,6 +90,7 @@ same JSON and CSV, and a call cut short keeps the rows it measured
     $E2E --parts alone models --budgets-gb 24 --batches 30 $PYG             # ~300 s
     $E2E --parts scaling --budgets-gb 24 --batches 20 --png bench/results/end_to_end_scaling.png  # ~250 s
     $E2E --parts accuracy --pyg-workers 12 --acc-steps 40
+    $E2E --parts host profile --budgets-gb 0 24 --batches 30 --profile-trace /tmp/trace.json  # 270 s
     $E2E --plot-only --ablation-png bench/results/end_to_end_ablation.png   # the README's figure, from the CSV
 
 The ratios to PyG's loader are computed within a run: give ``--parts pyg``
