@@ -61,9 +61,9 @@ def host_list(t: torch.Tensor) -> list:
     if t.device.type != "cuda":
         return t.tolist()
     host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)  # torch's cached pinned blocks
-    host.copy_(t, non_blocking=True)
+    host.copy_(t, non_blocking=True)  # on t's device's current stream
     copied = torch.cuda.Event()
-    copied.record()
+    copied.record(torch.cuda.current_stream(t.device))  # that stream, whichever GPU is current
     copied.synchronize()
     return host.tolist()
 

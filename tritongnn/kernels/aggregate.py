@@ -253,9 +253,9 @@ def _known_sorted(edge_index: torch.Tensor) -> bool:
     if _recorded(edge_index):
         return True
     base = edge_index._base
-    return (base is not None and base.dim() == 2 and base.size(0) == 2 and _recorded(base)
-            and edge_index.storage_offset() == base.storage_offset() and edge_index.stride() == base.stride()
-            and edge_index.size(1) <= base.size(1))
+    return (base is not None and base.dim() == 2 and base.size(0) == 2 and base.dtype == edge_index.dtype
+            and _recorded(base) and edge_index.storage_offset() == base.storage_offset()
+            and edge_index.stride() == base.stride() and edge_index.size(1) <= base.size(1))
 
 
 class Grouping:
