@@ -135,6 +135,8 @@ def test_known_destination_order(device, monkeypatch):
     monkeypatch.setattr(agg, "KNOWN_ORDER", False)  # the timing switch: every edge_index checked
     aggregate(x, checked[:, :20], 5)
     assert checks[-1] is True
+    with pytest.raises(TypeError, match="edge_index must be"):
+        agg.mark_sorted_by_dst([[0, 1], [0, 0]])
 
 
 def test_loader_batches_are_marked_sorted(device):

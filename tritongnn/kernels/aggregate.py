@@ -234,6 +234,8 @@ def mark_sorted_by_dst(edge_index: torch.Tensor) -> torch.Tensor:
 
     Returns ``edge_index``.
     """
+    if not isinstance(edge_index, torch.Tensor):
+        raise TypeError(f"edge_index must be a [2, E] tensor, got {type(edge_index).__name__}")
     key = id(edge_index)
     ref = weakref.ref(edge_index, lambda _, key=key: _SORTED.pop(key, None))
     _SORTED[key] = (ref, edge_index._version)
