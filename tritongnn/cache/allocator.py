@@ -97,11 +97,13 @@ def _size(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
-def check_budget(budget) -> int:
+def check_budget(budget, name: str = "budget") -> int:
+    """``budget`` when it is an int >= 0 (bytes; not a bool), else an error
+    naming ``name`` and the value."""
     if not isinstance(budget, int) or isinstance(budget, bool):
-        raise TypeError(f"budget must be an int number of bytes, got {type(budget).__name__} {budget!r}")
+        raise TypeError(f"{name} must be an int number of bytes, got {type(budget).__name__} {budget!r}")
     if budget < 0:
-        raise ValueError(f"budget must be >= 0 bytes, got {budget}")
+        raise ValueError(f"{name} must be >= 0 bytes, got {budget}")
     return budget
 
 

@@ -280,11 +280,7 @@ class NeighborLoader:
             raise ValueError("dynamic_cache takes its share of cache_budget: pass cache_budget "
                              "(and placement='host') with it")
         if warm_budget is not None:
-            if isinstance(warm_budget, bool) or not isinstance(warm_budget, int):
-                raise TypeError(f"warm_budget must be an int (bytes) or None, got "
-                                f"{type(warm_budget).__name__} {warm_budget!r}")
-            if warm_budget < 0:
-                raise ValueError(f"warm_budget must be >= 0 bytes, got {warm_budget}")
+            check_budget(warm_budget, "warm_budget")
             if warm_budget and cache_budget is None:
                 raise ValueError(f"warm_budget={warm_budget} copies the rows after the GPU cache's: pass "
                                  f"cache_budget (and placement='host') with it")
