@@ -309,6 +309,22 @@ def time_epoch(loader, args, device, step=None) -> dict:
                 / max(1, stats["batches"] - before.get("batches", 0)) if "host_bytes" in stats else None)
 
 
+def time_alone(model, optimizer, prepared, args, per_epoch, device) -> dict:
+    """The model alone on ``prepared`` batches: a pass over them (compiling),
+    then ``--batches`` steps (0: an epoch's) cycling them, scaled to the
+    epoch."""
+    for batch in prepared:
+        train_step(model, optimizer, batch, trim=True)
+    sync(device)
+    steps = max(len(prepared), args.batches or per_epoch)
+    start = time.perf_counter()
+    for i in range(steps):
+        train_step(model, optimizer, prepared[i % len(prepared)], trim=True)
+    sync(device)
+    return dict(epoch_seconds=(time.perf_counter() - start) * per_epoch / steps, batches_timed=steps,
+                batches_per_epoch=per_epoch)
+
+
 def budget_bytes(budget_gb, all_bytes):
     """``--budgets-gb`` in bytes; 0 (no budget): room for the whole graph,
     with the dynamic cache's share (10 %) on top (2x would be 129 GB here,
@@ -514,18 +530,9 @@ def main():
         for kind, library, precision in runs:
             torch.set_float32_matmul_precision(precision)
             model, optimizer = make_model(kind, library, args, device)
-            for batch in prepared:
-                train_step(model, optimizer, batch, trim=True)
-            sync(device)
-            steps = max(len(prepared), args.batches or per_epoch)
-            start = time.perf_counter()
-            for i in range(steps):
-                train_step(model, optimizer, prepared[i % len(prepared)], trim=True)
-            sync(device)
             emit(dict(part="alone", model=kind, name=f"model alone ({library} layers, matmul {precision}; "
                       f"8 batches prepared, cycled)", library=library, matmul_precision=precision,
-                      epoch_seconds=(time.perf_counter() - start) * per_epoch / steps,
-                      batches_timed=steps, batches_per_epoch=per_epoch))
+                      **time_alone(model, optimizer, prepared, args, per_epoch, device)))
             del model, optimizer
         torch.set_float32_matmul_precision(args.matmul_precision)
         del prepared
@@ -795,17 +802,9 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
                 prepared = [batch for _, batch in zip(range(8), loader)]
             del loader, model, optimizer
         model, optimizer = make_model("sage", "tritongnn", args, device)
-        for batch in prepared:
-            train_step(model, optimizer, batch, trim=True)
-        sync(device)
-        steps, per_epoch = max(len(prepared), args.batches or 150), -(-graph["train"].numel() // args.batch_size)
-        start = time.perf_counter()
-        for i in range(steps):
-            train_step(model, optimizer, prepared[i % len(prepared)], trim=True)
-        sync(device)
+        per_epoch = -(-graph["train"].numel() // args.batch_size)
         emit(dict(part="host", model="sage", name=f"model alone, {name}", library="tritongnn",
-                  epoch_seconds=(time.perf_counter() - start) * per_epoch / steps, batches_timed=steps,
-                  batches_per_epoch=per_epoch, **extra))
+                  **time_alone(model, optimizer, prepared, args, per_epoch, device), **extra))
         del model, optimizer
     aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = default
     sys.setswitchinterval(switch)
