@@ -53,8 +53,6 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   eagerly (``sampler._GRAPH_KEYS_MAX`` below its 7.3M keys) and the
   sampler's sizes read with ``.tolist()`` (a pageable copy), then each
   change added, then the first setting again (the spread of the run).
-  With ``--sage-layer`` instead: ``tritongnn.nn.SAGEConv``'s fused forward
-  against PyG's (``nn.conv.FUSED_SAGE``), off, on, off again.
 * ``scaling``: the recommended configuration at budget ``--budgets-gb[0]``
   against batch size, fanouts and budget, and a feature-width point for this
   run's ``--features``. Other widths are runs of their own, with nodes and
@@ -170,9 +168,6 @@ def parse_args():
     p.add_argument("--switch-intervals", type=float, nargs="*", default=[],
                    help="with --parts host: time the defaults at each of these sys.setswitchinterval "
                         "values (seconds), between two at Python's (0.005), instead of the settings")
-    p.add_argument("--sage-layer", action="store_true",
-                   help="with --parts host: time tritongnn.nn.SAGEConv's fused forward against PyG's "
-                        "(nn.conv.FUSED_SAGE off, on, off again) instead of the settings")
     p.add_argument("--commit", default=None)
     p.add_argument("--from-rows", nargs="+", default=None,
                    help="run nothing: make the record of runs cut short from their .rows files")
@@ -778,38 +773,26 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
     import importlib
     aggregate_kernels = importlib.import_module("tritongnn.kernels.aggregate")  # the module, not the function
     sampler_module = importlib.import_module("tritongnn.sampling.sampler")
-    conv_module = importlib.import_module("tritongnn.nn.conv")
-    switch = sys.getswitchinterval()
-    default = dict(known_order=aggregate_kernels.KNOWN_ORDER, graph_keys_max=sampler_module._GRAPH_KEYS_MAX,
-                   sizes_copy=sampler_module.host_list, fused_sage=conv_module.FUSED_SAGE, switch_interval=switch)
+    default = aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list
     eager = 1 << 22  # below a batch's keys: its hops run eagerly, as before 1 << 23
 
     def pageable(t):  # the sizes copy as before host_list
         return t.tolist()
-    old = dict(known_order=False, graph_keys_max=eager, sizes_copy=pageable)
-    settings = [("checked order, eager hops, pageable sizes", old),
-                ("known order, eager hops, pageable sizes", dict(old, known_order=True)),
-                ("known order, replayed hops, pageable sizes", dict(old, known_order=True,
-                                                                     graph_keys_max=default["graph_keys_max"])),
-                ("known order, replayed hops, pinned sizes", {}),
-                ("checked order, eager hops, pageable sizes (again)", old)]
+    settings = [("checked order, eager hops, pageable sizes", False, eager, pageable, None),
+                ("known order, eager hops, pageable sizes", True, eager, pageable, None),
+                ("known order, replayed hops, pageable sizes", True, default[1], pageable, None),
+                ("known order, replayed hops, pinned sizes", True, default[1], default[2], None),
+                ("checked order, eager hops, pageable sizes (again)", False, eager, pageable, None)]
     if args.switch_intervals:  # the defaults, at Python's interval, each given one, then Python's again
-        switches = [switch] + args.switch_intervals + [switch]
-        settings = [(f"defaults, switch interval {s * 1e3:g} ms", dict(switch_interval=s)) for s in switches]
-    if args.sage_layer:
-        settings = [("PyG's SAGEConv forward", dict(fused_sage=False)), ("fused SAGEConv forward", {}),
-                    ("PyG's SAGEConv forward (again)", dict(fused_sage=False))]
+        switches = [sys.getswitchinterval()] + args.switch_intervals + [sys.getswitchinterval()]
+        settings = [(f"defaults, switch interval {s * 1e3:g} ms", *default, s) for s in switches]
     prepared = None
-    for name, changes in settings:
-        setting = dict(default, **changes)
-        aggregate_kernels.KNOWN_ORDER = setting["known_order"]
-        sampler_module._GRAPH_KEYS_MAX = setting["graph_keys_max"]
-        sampler_module.host_list = setting["sizes_copy"]
-        conv_module.FUSED_SAGE = setting["fused_sage"]
-        sys.setswitchinterval(setting["switch_interval"])
-        extra = dict(known_order=setting["known_order"], graph_keys_max=setting["graph_keys_max"],
-                     pinned_sizes=setting["sizes_copy"] is default["sizes_copy"],
-                     fused_sage=setting["fused_sage"], switch_interval=setting["switch_interval"])
+    switch = sys.getswitchinterval()
+    for name, known, keys, sizes, interval in settings:
+        aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = known, keys, sizes
+        sys.setswitchinterval(interval or switch)
+        extra = dict(known_order=known, graph_keys_max=keys, pinned_sizes=sizes is default[2],
+                     switch_interval=interval or switch)
         for budget in args.budgets_gb:
             tag = f"{budget:g} GB" if budget else "no budget"
             _, loader, model, optimizer = ours(
@@ -823,10 +806,7 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         emit(dict(part="host", model="sage", name=f"model alone, {name}", library="tritongnn",
                   **time_alone(model, optimizer, prepared, args, per_epoch, device), **extra))
         del model, optimizer
-    aggregate_kernels.KNOWN_ORDER = default["known_order"]
-    sampler_module._GRAPH_KEYS_MAX = default["graph_keys_max"]
-    sampler_module.host_list = default["sizes_copy"]
-    conv_module.FUSED_SAGE = default["fused_sage"]
+    aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = default
     sys.setswitchinterval(switch)
 
 

@@ -77,33 +77,6 @@ def test_aggregate_matches_scatter_forward_and_backward(device, block, reduce, w
             f"{name}: error {float((err - allowed).max()):.3g} past the float32 summation bound"
 
 
-@given(block=blocks(), reduce=st.sampled_from(["sum", "mean"]), use=st.sampled_from(["both", "out", "dst"]))
-def test_aggregate_return_dst_joins_the_gradient(device, block, reduce, use):
-    # x's leading rows returned through the aggregation: the gradient of
-    # either output, or both, reaches x as through a plain slice
-    num_src, num_dst, edge_index, width, seed = block
-    num_dst = min(num_dst, num_src)
-    edge_index = edge_index[:, edge_index[1] < num_dst]
-    g = torch.Generator().manual_seed(seed + 2)
-    x = torch.randn(num_src, width, generator=g)
-    g_out, g_dst = torch.randn(num_dst, width, generator=g), torch.randn(num_dst, width, generator=g)
-    leaf = x.clone().to(device).requires_grad_()
-    out, x_dst = aggregate(leaf * 1, edge_index.to(device), num_dst, reduce, return_dst=True)
-    assert x_dst.shape == (num_dst, width) and torch.equal(x_dst.detach(), leaf.detach()[:num_dst])
-    loss = (out * g_out.to(device)).sum() * (use != "dst") + (x_dst * g_dst.to(device)).sum() * (use != "out")
-    loss.backward()
-    expected = scatter_reference(x, edge_index, num_dst, reduce, None,
-                                 g_out if use != "dst" else torch.zeros_like(g_out))[1]
-    if use != "out":
-        expected[:num_dst] += g_dst.double()
-    torch.testing.assert_close(leaf.grad.cpu().double(), expected, rtol=1e-5, atol=1e-5)
-
-
-def test_aggregate_return_dst_bad_arguments():
-    with pytest.raises(ValueError, match="return_dst needs the destinations among x's rows"):
-        aggregate(torch.randn(3, 2), torch.zeros(2, 1, dtype=torch.int64), 4, return_dst=True)
-
-
 def test_grouping_is_shared_by_layers_and_renewed_on_change(device):
     # The layers of a model share one edge_index: sorted once, reused while
     # it lives unchanged; an in-place change regroups.
@@ -370,68 +343,6 @@ def test_gcn_with_trimmed_layers_matches_pyg():
             a = ours(batch.x, batch.edge_index, **kw)[:batch.batch_size]
         torch.testing.assert_close(a, theirs(batch.x, batch.edge_index, **kw)[:batch.batch_size],
                                    rtol=1e-4, atol=1e-5)
-
-
-def test_sageconv_fused_forward_matches_pyg(monkeypatch):
-    # the fused form (addmm_ root term; the root's gradient through the
-    # aggregation when x_dst leads x) is taken where it computes PyG's
-    # forward, with PyG's gradients to x, x_dst and every parameter; PyG's
-    # forward everywhere else
-    from tritongnn.nn import conv
-    fused = []
-    real = conv.aggregate
-    monkeypatch.setattr(conv, "aggregate",
-                        lambda *a, **k: fused.append(k.get("return_dst", False)) or real(*a, **k))
-    g = torch.Generator().manual_seed(7)
-    x = torch.randn(30, 12, generator=g)
-    edge_index = torch.stack([torch.randint(0, 30, (90,), generator=g), torch.randint(0, 9, (90,), generator=g)])
-    other = torch.randn(9, 12, generator=g)
-
-    def inputs(kind, leaf):
-        base = leaf * 1  # a layer's input is an activation, not a leaf
-        return {"tensor": base, "leading": (base, base[:9]), "separate": (base, other_leaf),
-                "detached": (base, base[:9].detach())}[kind]
-
-    for kind, taken in (("tensor", [True]), ("leading", [True]), ("separate", [False]),
-                        ("detached", [False])):
-        ei = edge_index if kind != "tensor" else edge_index.clamp(max=29)
-        for aggr in ("mean", "sum"):
-            grads, outs = [], []
-            ours, theirs = pair(aggr)
-            for layer in (ours, theirs):
-                fused.clear()
-                leaf, other_leaf = x.clone().requires_grad_(), other.clone().requires_grad_()
-                with reference_on_cpu():
-                    out = layer(inputs(kind, leaf), ei)
-                out.square().sum().backward()
-                outs.append(out.detach())
-                grads.append([leaf.grad, other_leaf.grad] + [p.grad for p in layer.parameters()])
-                if layer is ours:
-                    assert fused == taken, (kind, aggr, fused)
-            torch.testing.assert_close(outs[0], outs[1], rtol=1e-5, atol=1e-5)
-            for a, b in zip(*grads):
-                if a is None or b is None:
-                    assert a is None and b is None
-                else:
-                    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-    # PyG's forward: a hook on a linear map, lazy parameters, autocast, the switch off
-    for make in (lambda: SAGEConv(12, 7), lambda: SAGEConv(-1, 7)):
-        layer = make()
-        if layer.lin_l.in_channels > 0:
-            layer.lin_r.register_forward_hook(lambda *a: None)
-        fused.clear()
-        with reference_on_cpu():
-            layer(x, edge_index.clamp(max=29))
-        assert fused == [False], fused  # through propagate, without return_dst
-    with reference_on_cpu(), torch.autocast("cpu", dtype=torch.bfloat16):
-        fused.clear()
-        SAGEConv(12, 7)(x, edge_index.clamp(max=29))
-        assert fused == [False]
-    monkeypatch.setattr(conv, "FUSED_SAGE", False)
-    with reference_on_cpu():
-        fused.clear()
-        SAGEConv(12, 7)((x, x[:9]), edge_index)
-        assert fused == [False]
 
 
 def test_layers_route_through_the_kernel(monkeypatch):

@@ -177,8 +177,7 @@ def segment_sum(x: torch.Tensor, indptr: torch.Tensor, index: torch.Tensor,
 
 
 def scatter_add(grad: torch.Tensor, indptr: torch.Tensor, index: torch.Tensor,
-                weight: torch.Tensor | None, num_rows: int, mean: bool = False,
-                init: torch.Tensor | None = None) -> torch.Tensor:
+                weight: torch.Tensor | None, num_rows: int, mean: bool = False) -> torch.Tensor:
     """The transpose of ``segment_sum`` without regrouping the edges:
     ``out[index[e]] += weight[e] * grad[s]`` for every edge ``e`` of segment
     ``s`` (``grad[s]`` divided by the segment's size with ``mean``), with
@@ -189,18 +188,11 @@ def scatter_add(grad: torch.Tensor, indptr: torch.Tensor, index: torch.Tensor,
         grad: ``[S, D]`` one row per segment.
         indptr, index, weight, mean: the segments, as for ``segment_sum``.
         num_rows: rows of the output (``index`` in ``[0, num_rows)``).
-        init: ``[R, D]`` (``R <= num_rows``) what the output's first ``R``
-            rows start from instead of 0.
 
     Returns:
         ``[num_rows, D]`` float32.
     """
-    if init is None:
-        out = torch.zeros((num_rows, grad.size(1)), dtype=torch.float32, device=grad.device)
-    else:  # one pass over the rows either way: the first copied, the rest zeroed
-        out = torch.empty((num_rows, grad.size(1)), dtype=torch.float32, device=grad.device)
-        out[:init.size(0)].copy_(init)
-        out[init.size(0):].zero_()
+    out = torch.zeros((num_rows, grad.size(1)), dtype=torch.float32, device=grad.device)
     num_segments = indptr.numel() - 1
     if not use_triton(grad.device):
         return reference.scatter_add(grad, indptr, index, weight, out, mean)
@@ -316,41 +308,33 @@ class _Aggregate(torch.autograd.Function):
     # A mean divides by the destination's degree inside both kernels: no
     # per-edge weights to build (six launches a layer, on the host's clock)
     @staticmethod
-    def forward(ctx, x, src, dst, grouping: Grouping, mean: bool, edge_weight, return_dst: bool):
+    def forward(ctx, x, src, dst, grouping: Grouping, mean: bool, edge_weight):
         weight = None if edge_weight is None else grouping.by_dst(edge_weight.to(torch.float32))
         src_grouped = grouping.by_dst(src)
         out = segment_sum(x, grouping.dst_indptr, src_grouped, weight, mean)
         ctx.save_for_backward(x, src, dst, src_grouped, weight)
         ctx.grouping, ctx.mean = grouping, mean
-        ctx.set_materialize_grads(False)  # an unused output's gradient: None, not a tensor of zeros
-        if return_dst:  # a view of x's first rows, whose gradient comes back through backward below
-            return out, x[:grouping.num_dst]
         return out
 
     @staticmethod
-    def backward(ctx, grad_out, grad_dst=None):
+    def backward(ctx, grad_out):
         x, src, dst, src_grouped, weight = ctx.saved_tensors
         grouping = ctx.grouping
-        grad_x = grad_weight = None
-        if grad_out is None:  # only the destination rows were used
-            if ctx.needs_input_grad[0]:
-                grad_x = x.new_zeros(x.shape)
-                grad_x[:grad_dst.size(0)] = grad_dst
-            return grad_x, None, None, None, None, None, None
         grad_out = grad_out.contiguous()
+        grad_x = grad_weight = None
         if ctx.needs_input_grad[0]:
             grad_x = scatter_add(grad_out, grouping.dst_indptr, src_grouped, weight, x.size(0),
-                                 ctx.mean, grad_dst).to(x.dtype)
+                                 ctx.mean).to(x.dtype)
         if ctx.needs_input_grad[5]:  # d out[dst_e] / d w_e = x[src_e] (/ degree for mean)
             grad_weight = (grad_out[dst].float() * x[src].float()).sum(1)
             if ctx.mean:
                 indptr = grouping.dst_indptr
                 grad_weight = grad_weight / (indptr[1:] - indptr[:-1]).clamp(min=1).to(torch.float32)[dst]
-        return grad_x, None, None, None, None, grad_weight, None
+        return grad_x, None, None, None, None, grad_weight
 
 
 def aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_dst: int, reduce: str = "sum",
-              edge_weight: torch.Tensor | None = None, return_dst: bool = False):
+              edge_weight: torch.Tensor | None = None) -> torch.Tensor:
     """Sum or mean of ``edge_weight * x[edge_index[0]]`` per destination
     ``edge_index[1]`` (PyG's ``flow="source_to_target"``), differentiable in
     ``x`` and ``edge_weight``.
@@ -361,16 +345,9 @@ def aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_dst: int, reduce: s
         num_dst: number of destination nodes (ids in ``[0, num_dst)``).
         reduce: ``"sum"`` (or ``"add"``) or ``"mean"`` (0 where no edge).
         edge_weight: optional ``[E]`` weight of each message (GCN's norm).
-        return_dst: also return ``x[:num_dst]``, the destinations' own rows
-            where they lead ``x`` (a sampled block's), for a layer's root
-            term (SAGE's ``lin_r(x_dst)``). Its gradient then joins ``x``'s
-            in the aggregation's backward (the first rows of the buffer the
-            scatter adds into) instead of autograd filling a full ``[N_src,
-            D]`` gradient of zeros for the slice and summing it with the
-            aggregation's: two passes over ``N_src`` rows a layer.
 
     Returns:
-        ``[num_dst, D]``; with ``return_dst``, the pair ``(out, x[:num_dst])``.
+        ``[num_dst, D]``.
     """
     if reduce not in ("sum", "add", "mean"):
         raise ValueError(f"reduce must be 'sum', 'add' or 'mean', got {reduce!r}")
@@ -382,9 +359,5 @@ def aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_dst: int, reduce: s
     if edge_weight is not None and edge_weight.shape != (edge_index.size(1),):
         raise ValueError(f"edge_weight must have shape [{edge_index.size(1)}] (one per edge), "
                          f"got {tuple(edge_weight.shape)}")
-    if return_dst and int(num_dst) > x.size(0):
-        raise ValueError(f"return_dst needs the destinations among x's rows: num_dst={int(num_dst)} "
-                         f"> x.size(0)={x.size(0)}")
     grouping = _grouping(edge_index, x.size(0), int(num_dst))
-    return _Aggregate.apply(x, edge_index[0], edge_index[1], grouping, reduce == "mean", edge_weight,
-                            bool(return_dst))
+    return _Aggregate.apply(x, edge_index[0], edge_index[1], grouping, reduce == "mean", edge_weight)

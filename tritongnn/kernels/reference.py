@@ -219,7 +219,7 @@ def segment_sum(x, indptr, index, weight, out, mean=False):
 
 def scatter_add(grad, indptr, index, weight, out, mean=False):
     """Reference of ``kernels.aggregate.scatter_add``: ``out[index[e]] +=
-    weight[e] * grad[segment of e]`` (``out`` float32, its starting values; ``mean``:
+    weight[e] * grad[segment of e]`` (``out`` float32, zeroed; ``mean``:
     ``grad[s]`` divided by segment ``s``'s size, at least 1)."""
     counts = indptr[1:] - indptr[:-1]
     segment = torch.repeat_interleave(torch.arange(indptr.numel() - 1, device=grad.device), counts,

@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch_geometric.nn import GCN as PyGGCN
 from torch_geometric.nn import GCNConv as PyGGCNConv
 from torch_geometric.nn import GraphSAGE as PyGGraphSAGE
 from torch_geometric.nn import SAGEConv as PyGSAGEConv
 from torch_geometric.nn import SimpleConv as PyGSimpleConv
 from torch_geometric.nn.conv import MessagePassing
-from torch_geometric.nn.dense.linear import Linear
 from torch_geometric.utils._trim_to_layer import TrimToLayer
 
 from ..kernels.aggregate import aggregate
@@ -41,68 +39,11 @@ class _KernelPropagate:
         return aggregate(x_src, edge_index, num_dst, _KERNEL_AGGRS[self.aggr], kwargs.get("edge_weight"))
 
 
-FUSED_SAGE = True  # False: every SAGEConv runs PyG's forward (the benchmark times both)
-
-
-def _plain_linear(lin) -> bool:
-    """``lin`` is PyG's ``Linear``, initialised, with no hooks of its own:
-    ``F.linear`` with its parameters computes exactly its forward."""
-    return (type(lin) is Linear and not isinstance(lin.weight, torch.nn.parameter.UninitializedParameter)
-            and not (lin._forward_hooks or lin._forward_pre_hooks))
-
-
 class SAGEConv(_KernelPropagate, PyGSAGEConv):
-    """PyG's ``SAGEConv``; ``propagate`` aggregates in one Triton kernel.
-
-    Its usual form (mean or sum, root weight, no projection or
-    normalisation) runs as ``lin_l(aggregate(x)) + x_dst @ lin_r.weight.T``
-    with the sum inside the second matmul (``addmm_``: cuBLAS adds into the
-    first product; no elementwise pass), and, where ``x_dst`` is ``x``
-    itself or its leading rows (a sampled block, trimmed or not), with the
-    root term's gradient joining ``x``'s inside the aggregation's backward
-    (``aggregate(..., return_dst=True)``) rather than through autograd's
-    full-size sum. PyG's forward otherwise (and with ``FUSED_SAGE`` off).
-    """
+    """PyG's ``SAGEConv``; ``propagate`` aggregates in one Triton kernel."""
 
     # in the class itself: PyG then keeps it instead of compiling its own
     propagate = _KernelPropagate.propagate
-
-    def _fused_dst(self, x, edge_index, size):
-        """``(x_src, num_dst, x_dst leads x_src)`` where the fused forward
-        computes what PyG's does, else None."""
-        if not (FUSED_SAGE and self.root_weight and not self.project and not self.normalize
-                and isinstance(self.aggr, str) and self.aggr in ("mean", "sum", "add")
-                and _plain_linear(self.lin_l) and _plain_linear(self.lin_r)):
-            return None
-        x_src, x_dst = (x, x) if isinstance(x, torch.Tensor) else x
-        if not (isinstance(x_src, torch.Tensor) and isinstance(x_dst, torch.Tensor)
-                and self._kernel_covers(edge_index, {"x": x_src})):
-            return None
-        if torch.is_autocast_enabled(x_src.device.type):  # addmm_ into F.linear's output: one dtype
-            return None
-        if size is not None and size[1] is not None and size[1] != x_dst.size(0):
-            return None
-        if x_src.dtype != self.lin_l.weight.dtype or x_dst.dtype != self.lin_r.weight.dtype:
-            return None
-        leads = x_dst is x_src or (
-            x_dst.dim() == 2 and x_src.dim() == 2 and x_dst.size(0) <= x_src.size(0)
-            and x_dst.size(1) == x_src.size(1) and x_dst.data_ptr() == x_src.data_ptr()
-            and x_dst.stride() == x_src.stride() and x_dst.device == x_src.device
-            and x_dst._base is not None and x_dst._base is (x_src._base if x_src._base is not None else x_src))
-        return x_src, x_dst, leads
-
-    def forward(self, x, edge_index, size=None):
-        fused = self._fused_dst(x, edge_index, size)
-        if fused is None:
-            return PyGSAGEConv.forward(self, x, edge_index, size)
-        x_src, x_dst, leads = fused
-        reduce = "mean" if self.aggr == "mean" else "sum"
-        if leads and x_src.requires_grad:
-            out, x_dst = aggregate(x_src, edge_index, x_dst.size(0), reduce, return_dst=True)
-        else:
-            out = aggregate(x_src, edge_index, x_dst.size(0), reduce)
-        out = F.linear(out, self.lin_l.weight, self.lin_l.bias)
-        return out.addmm_(x_dst, self.lin_r.weight.t())
 
 
 class GCNConv(_KernelPropagate, PyGGCNConv):
