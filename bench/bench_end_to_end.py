@@ -53,6 +53,8 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   eagerly (``sampler._GRAPH_KEYS_MAX`` below its 7.3M keys) and the
   sampler's sizes read with ``.tolist()`` (a pageable copy), then each
   change added, then the first setting again (the spread of the run).
+  With ``--host-adam`` instead: the defaults with Adam foreach (PyTorch's
+  default on a GPU), ``fused=True``, then foreach again.
 * ``scaling``: the recommended configuration at budget ``--budgets-gb[0]``
   against batch size, fanouts and budget, and a feature-width point for this
   run's ``--features``. Other widths are runs of their own, with nodes and
@@ -139,6 +141,8 @@ def parse_args():
     p.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
     p.add_argument("--batch-size", type=int, default=8000)
     p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--adam", choices=["foreach", "fused"], default="foreach",
+                   help="every model's Adam: PyTorch's default on a GPU (foreach) or fused=True")
     p.add_argument("--budgets-gb", type=float, nargs="+", default=[24, 0], help="0: no budget")
     p.add_argument("--warm-gb", type=float, nargs="*", default=[],
                    help="gather_order: time these warm copies (warm_budget; 0: none) instead of the orders")
@@ -168,6 +172,9 @@ def parse_args():
     p.add_argument("--switch-intervals", type=float, nargs="*", default=[],
                    help="with --parts host: time the defaults at each of these sys.setswitchinterval "
                         "values (seconds), between two at Python's (0.005), instead of the settings")
+    p.add_argument("--host-adam", action="store_true",
+                   help="with --parts host: time the defaults with Adam foreach, fused, foreach again, "
+                        "instead of the settings")
     p.add_argument("--commit", default=None)
     p.add_argument("--from-rows", nargs="+", default=None,
                    help="run nothing: make the record of runs cut short from their .rows files")
@@ -264,7 +271,7 @@ def make_model(kind, library, args, device, width=None, layers=None):
         cls = lib.GraphSAGE if kind == "sage" else lib.GCN
         model = cls(width, args.hidden, num_layers=layers, out_channels=args.classes)
     model = model.to(device)
-    return model, torch.optim.Adam(model.parameters(), lr=0.003)
+    return model, torch.optim.Adam(model.parameters(), lr=0.003, fused=True if args.adam == "fused" else None)
 
 
 # ----------------------------------------------------------- our loader
@@ -469,7 +476,7 @@ def main():
     all_bytes = x.nbytes + graph["indptr"].nbytes + graph["indices"].nbytes  # what "no budget" must hold
     settings = dict(nodes=num_nodes, edges=graph["indices"].numel(), features=args.features, classes=args.classes,
                     train=graph["train"].numel(), val=graph["val"].numel(), test=graph["test"].numel(),
-                    num_neighbors=args.num_neighbors, batch_size=args.batch_size, hidden=args.hidden,
+                    num_neighbors=args.num_neighbors, batch_size=args.batch_size, hidden=args.hidden, adam=args.adam,
                     budgets_gb=args.budgets_gb, warmup=args.warmup, batches=args.batches,
                     matmul_precision=args.matmul_precision,
                     graph=f"{graph['how']} in {graph['seconds']:.1f} s (generated in "
@@ -774,6 +781,7 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
     aggregate_kernels = importlib.import_module("tritongnn.kernels.aggregate")  # the module, not the function
     sampler_module = importlib.import_module("tritongnn.sampling.sampler")
     default = aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list
+    adam = args.adam
     eager = 1 << 22  # below a batch's keys: its hops run eagerly, as before 1 << 23
 
     def pageable(t):  # the sizes copy as before host_list
@@ -786,13 +794,17 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
     if args.switch_intervals:  # the defaults, at Python's interval, each given one, then Python's again
         switches = [sys.getswitchinterval()] + args.switch_intervals + [sys.getswitchinterval()]
         settings = [(f"defaults, switch interval {s * 1e3:g} ms", *default, s) for s in switches]
+    if args.host_adam:  # the defaults, Adam foreach (PyTorch's default), fused, foreach again
+        settings = [(f"defaults, Adam {a}{' (again)' * (i == 2)}", *default, None, a)
+                    for i, a in enumerate(("foreach", "fused", "foreach"))]
     prepared = None
     switch = sys.getswitchinterval()
-    for name, known, keys, sizes, interval in settings:
+    for name, known, keys, sizes, interval, *optimizer_kind in settings:
         aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = known, keys, sizes
         sys.setswitchinterval(interval or switch)
+        args.adam = optimizer_kind[0] if optimizer_kind else adam
         extra = dict(known_order=known, graph_keys_max=keys, pinned_sizes=sizes is default[2],
-                     switch_interval=interval or switch)
+                     switch_interval=interval or switch, adam=args.adam)
         for budget in args.budgets_gb:
             tag = f"{budget:g} GB" if budget else "no budget"
             _, loader, model, optimizer = ours(
@@ -808,6 +820,7 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         del model, optimizer
     aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = default
     sys.setswitchinterval(switch)
+    args.adam = adam
 
 
 def write_csv(path, record):

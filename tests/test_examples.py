@@ -97,6 +97,7 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     assert len(host) == 5 * 3  # each setting: two budgets and the model alone
     assert [(r["known_order"], r["pinned_sizes"]) for r in host[::3]] == \
         [(False, False), (True, False), (True, False), (True, True), (False, False)]
+    assert all(r["adam"] == "foreach" for r in host)
     order = [r for r in record["rows"] if r["part"] == "gather_order"]
     assert [(r["host_rows_first"], r["resolved_rows"]) for r in order] == \
         [(False, False), (True, False), (True, True)]  # the non-zero budget only
@@ -110,6 +111,14 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     assert all(r["vs_model_alone"] > 0 for r in ablation)  # each against the model with its aggregation
     for row in ablation:  # the split counts the timed batches (and those prefetched ahead), not the warm-up
         assert row["split"]["batches"] >= 2 and all(v >= 0 for v in row["split"].values())
+    # Adam foreach (PyTorch's default), fused, foreach again
+    adam = tmp_path / "adam.json"
+    run_bench("bench_end_to_end.py", [
+        "--nodes", "3000", "--edges", "20000", "--classes", "8", "--train", "400", "--val", "100", "--test", "100",
+        "--batch-size", "64", "--num-neighbors", "4", "3", "--budgets-gb", "0", "--warmup", "1", "--batches", "2",
+        "--parts", "host", "--host-adam", "--data-dir", str(tmp_path / "data"), "--out", str(adam)])
+    rows = json.loads(adam.read_text().splitlines()[-1])["rows"]
+    assert [r["adam"] for r in rows] == ["foreach", "foreach", "fused", "fused", "foreach", "foreach"]
     # a run cut short: its record from the rows it wrote as measured
     again = tmp_path / "again.json"
     run_bench("bench_end_to_end.py", ["--from-rows", str(out) + ".rows", "--gpu", "test GPU", "--out", str(again),
