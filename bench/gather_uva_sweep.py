@@ -22,11 +22,15 @@ sorted id order with ``kernels.gather._gather_kernel``:
    (the chain ``gather_rows`` runs), against behind one load of the rows
    sorted (``RESOLVED_ROWS``). ``--mixed-only`` runs 4 and 5 alone (about
    two minutes).
+6. ``--vmm`` alone: torch's pinned memory against host memory allocated
+   through CUDA's virtual memory API with 2 MB granularity
+   (``vmm_host_table``), on random and evenly spaced ids.
 
 Usage (GPU machine)::
 
     python bench/gather_uva_sweep.py --out bench/results/gather_uva_sweep.json
     python bench/gather_uva_sweep.py --mixed-only --out bench/results/gather_uva_sweep.json  # 4 and 5
+    python bench/gather_uva_sweep.py --vmm --out bench/results/gather_uva_sweep.json  # 6
 """
 from __future__ import annotations
 
@@ -93,6 +97,93 @@ def host_tables(x_gpu):
             cudart.cudaFreeHost(ptr)
 
 
+def vmm_host_table(x_gpu):
+    """Context of a copy of ``x_gpu`` in host memory allocated through CUDA's
+    virtual memory API (``cuMemCreate`` with a host location: 2 MB
+    granularity, mapped into the GPU's address space by the driver), as a
+    CUDA tensor the kernels read. The question it answers: whether the UVA
+    gather's per-region cost is the GPU's page size for host memory, which
+    torch's pinned memory (``cudaHostAlloc``) leaves to the driver. Through
+    ``ctypes`` on ``libcuda``, as ``pinned_empty`` calls ``cudaHostRegister``."""
+    import contextlib
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+
+    class Location(ctypes.Structure):
+        _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+    class Flags(ctypes.Structure):
+        _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
+                    ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+
+    class Prop(ctypes.Structure):  # CUmemAllocationProp
+        _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int), ("location", Location),
+                    ("win32HandleMetaData", ctypes.c_void_p), ("allocFlags", Flags)]
+
+    class Access(ctypes.Structure):  # CUmemAccessDesc
+        _fields_ = [("location", Location), ("flags", ctypes.c_int)]
+
+    def check(rc, call):
+        if rc != 0:
+            raise RuntimeError(f"{call} failed: CUresult {rc}")
+
+    @contextlib.contextmanager
+    def allocate():
+        # CU_MEM_ALLOCATION_TYPE_PINNED = 1, CU_MEM_LOCATION_TYPE_HOST = 2
+        prop = Prop(type=1, location=Location(2, 0))
+        granularity = ctypes.c_size_t()
+        check(cuda.cuMemGetAllocationGranularity(ctypes.byref(granularity), ctypes.byref(prop), 1),
+              "cuMemGetAllocationGranularity")
+        size = -(-x_gpu.nbytes // granularity.value) * granularity.value
+        handle, ptr = ctypes.c_ulonglong(), ctypes.c_ulonglong()
+        check(cuda.cuMemCreate(ctypes.byref(handle), ctypes.c_size_t(size), ctypes.byref(prop),
+                               ctypes.c_ulonglong(0)), "cuMemCreate")
+        check(cuda.cuMemAddressReserve(ctypes.byref(ptr), ctypes.c_size_t(size), granularity,
+                                       ctypes.c_ulonglong(0), ctypes.c_ulonglong(0)), "cuMemAddressReserve")
+        check(cuda.cuMemMap(ptr, ctypes.c_size_t(size), ctypes.c_size_t(0), handle, ctypes.c_ulonglong(0)),
+              "cuMemMap")
+        access = Access(Location(1, torch.cuda.current_device()), 3)  # the GPU, read-write
+        check(cuda.cuMemSetAccess(ptr, ctypes.c_size_t(size), ctypes.byref(access), ctypes.c_size_t(1)),
+              "cuMemSetAccess")
+        interface = dict(shape=tuple(x_gpu.shape), typestr="<f4", data=(ptr.value, False), version=3)
+        table = torch.as_tensor(type("HostVMM", (), {"__cuda_array_interface__": interface})(), device="cuda")
+        table.copy_(x_gpu)
+        try:
+            yield table, granularity.value
+        finally:
+            del table
+            torch.cuda.synchronize()
+            cuda.cuMemUnmap(ptr, ctypes.c_size_t(size))
+            cuda.cuMemRelease(handle)
+            cuda.cuMemAddressFree(ptr, ctypes.c_size_t(size))
+    return allocate()
+
+
+def vmm_rates(x_gpu, sms):
+    """``--vmm``: torch's pinned memory against ``vmm_host_table``, the best
+    of four grids per id set: random ids (about a batch's n_id, 2^17, 2^20)
+    and evenly spaced ones (64 KB and 2 MB apart, each row its own region)."""
+    id_sets = {"1e5 random": torch.randint(0, N, (100_000,), device="cuda"),
+               "2^17 random": torch.randint(0, N, (1 << 17,), device="cuda"),
+               "2^20 random": torch.randint(0, N, (1 << 20,), device="cuda"),
+               "2^17 spaced 64 KB": torch.arange(1 << 17, device="cuda") * 128,
+               "2^12 spaced 2 MB": torch.arange(N // 4096, device="cuda") * 4096}
+    rows = []
+
+    def measure(kind, table):
+        for name, ids in id_sets.items():
+            rates = [rate(table, ids, x_gpu, grid) for grid in (sms // 4, sms // 2, sms, 0)]
+            rows.append(dict(experiment="vmm host memory", memory=kind, ids=name, gbs=max(rates),
+                             correct=all(r == r for r in rates)))
+            print(rows[-1], flush=True)
+    table = torch.empty(N, D, pin_memory=True).copy_(x_gpu)
+    measure("cudaHostAlloc (torch pinned)", table)
+    del table
+    with vmm_host_table(x_gpu) as (table, granularity):
+        measure(f"cuMemCreate host, {granularity >> 20} MB granularity", table)
+    return rows
+
+
 def mixed_tiers(x_gpu, table):
     """Experiment 4: rows per gather, % cached, order -> ms, host GB/s, correct."""
     rows, default = [], (gather_module.HOST_ROWS_FIRST, gather_module.RESOLVED_ROWS)
@@ -155,13 +246,15 @@ def main():
     parser.add_argument("--out", default=None, help="append the results to this JSON file")
     parser.add_argument("--commit", default=None)
     parser.add_argument("--mixed-only", action="store_true", help="experiments 4 and 5 alone")
+    parser.add_argument("--vmm", action="store_true",
+                        help="only torch's pinned memory against host memory from cuMemCreate (vmm_rates)")
     args = parser.parse_args()
     torch.manual_seed(0)
     x_gpu = torch.randn(N, D, device="cuda")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     ids = {n: torch.randint(0, N, (n,), device="cuda") for n in (1 << 17, 1 << 20)}
-    rows = []
-    for kind, table in host_tables(x_gpu):
+    rows = vmm_rates(x_gpu, sms) if args.vmm else []
+    for kind, table in ([] if args.vmm else host_tables(x_gpu)):
         if kind.startswith("cudaHostAlloc ("):
             rows += mixed_tiers(x_gpu, table)
             rows += resolved_rows(x_gpu, table, sms)
@@ -191,6 +284,8 @@ def main():
         if r.get("experiment") == "mixed tiers":
             print(f"mixed tiers: {r['ids']:8d} ids, {r['cached']:.0%} cached, {r['order']:26s} "
                   f"{r['ms']:7.2f} ms, host rows {r['host_gbs']:6.1f} GB/s")
+        if r.get("experiment") == "vmm host memory":
+            print(f"{r['memory']:40s} {r['ids']:18s} {r['gbs']:6.1f} GB/s")
         if r.get("experiment") == "rows resolved":
             print(f"host rows only: {r['ids']:8d} ids, {'rows resolved' if r['resolved'] else 'order -> ids':14s} "
                   f"{r['ms']:7.2f} ms, {r['gbs']:6.1f} GB/s")
