@@ -781,30 +781,30 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
     aggregate_kernels = importlib.import_module("tritongnn.kernels.aggregate")  # the module, not the function
     sampler_module = importlib.import_module("tritongnn.sampling.sampler")
     default = aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list
-    adam = args.adam
+    adam, switch = args.adam, sys.getswitchinterval()
     eager = 1 << 22  # below a batch's keys: its hops run eagerly, as before 1 << 23
 
     def pageable(t):  # the sizes copy as before host_list
         return t.tolist()
-    settings = [("checked order, eager hops, pageable sizes", False, eager, pageable, None),
-                ("known order, eager hops, pageable sizes", True, eager, pageable, None),
-                ("known order, replayed hops, pageable sizes", True, default[1], pageable, None),
-                ("known order, replayed hops, pinned sizes", True, default[1], default[2], None),
-                ("checked order, eager hops, pageable sizes (again)", False, eager, pageable, None)]
+    # (name, known order, id-map keys a captured graph may own, sizes copy, switch interval, Adam)
+    settings = [("checked order, eager hops, pageable sizes", False, eager, pageable, switch, adam),
+                ("known order, eager hops, pageable sizes", True, eager, pageable, switch, adam),
+                ("known order, replayed hops, pageable sizes", True, default[1], pageable, switch, adam),
+                ("known order, replayed hops, pinned sizes", True, default[1], default[2], switch, adam),
+                ("checked order, eager hops, pageable sizes (again)", False, eager, pageable, switch, adam)]
     if args.switch_intervals:  # the defaults, at Python's interval, each given one, then Python's again
-        switches = [sys.getswitchinterval()] + args.switch_intervals + [sys.getswitchinterval()]
-        settings = [(f"defaults, switch interval {s * 1e3:g} ms", *default, s) for s in switches]
+        settings = [(f"defaults, switch interval {s * 1e3:g} ms", *default, s, adam)
+                    for s in [switch] + args.switch_intervals + [switch]]
     if args.host_adam:  # the defaults, Adam foreach (PyTorch's default), fused, foreach again
-        settings = [(f"defaults, Adam {a}{' (again)' * (i == 2)}", *default, None, a)
+        settings = [(f"defaults, Adam {a}{' (again)' * (i == 2)}", *default, switch, a)
                     for i, a in enumerate(("foreach", "fused", "foreach"))]
     prepared = None
-    switch = sys.getswitchinterval()
-    for name, known, keys, sizes, interval, *optimizer_kind in settings:
+    for name, known, keys, sizes, interval, optimizer_kind in settings:
         aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = known, keys, sizes
-        sys.setswitchinterval(interval or switch)
-        args.adam = optimizer_kind[0] if optimizer_kind else adam
+        sys.setswitchinterval(interval)
+        args.adam = optimizer_kind  # what make_model reads
         extra = dict(known_order=known, graph_keys_max=keys, pinned_sizes=sizes is default[2],
-                     switch_interval=interval or switch, adam=args.adam)
+                     switch_interval=interval, adam=args.adam)
         for budget in args.budgets_gb:
             tag = f"{budget:g} GB" if budget else "no budget"
             _, loader, model, optimizer = ours(
