@@ -67,9 +67,11 @@ Every model's float32 matmuls run at ``--matmul-precision`` (default
 ``high``: TF32 on the tensor cores, PyTorch's recommended training setting
 on Ampere and later), PyG's loader's rows and ours alike.
 Every model trains with PyG's layer-wise trimming
-(``num_sampled_nodes_per_hop``) where its loader gives per-hop counts:
-ours always; PyG's only with pyg-lib (torch-sparse's sampler returns none,
-so PyG's rows then say ``trimmed: false``). Every tritongnn
+(``num_sampled_nodes_per_hop``): our loader gives the per-hop counts, and
+so does PyG's with pyg-lib; with torch-sparse, whose sampler returns none,
+PyG's loader derives them from the batch's hop-ordered edges in its
+workers (``bench_loader.hop_counts``; untrimmed, PyG's GAT asked for more
+than the H200's 141 GB at batch 8000). Every tritongnn
 configuration runs ``--warmup`` batches, then times
 ``--batches`` batches (0: one whole epoch) and scales to the epoch; its row
 gives seconds per epoch, the split (sampling, gather, model, waiting for
@@ -119,7 +121,7 @@ from tritongnn import CSCGraph, NeighborLoader  # noqa: E402
 from tritongnn.datasets import chung_lu, class_features  # noqa: E402
 from tritongnn.host_memory import memory_usage, pinned_empty  # noqa: E402
 from _record import append_record, new_record  # noqa: E402
-from bench_loader import cycle, sync, train_step  # noqa: E402  (one training step, as the loader benchmark takes it)
+from bench_loader import cycle, sync, train_step, with_hop_counts  # noqa: E402  (one training step, as the loader benchmark takes it)
 
 GB = 1e9
 PARTS = ("pyg", "ablation", "models", "alone", "accuracy", "scaling", "gather_order", "profile", "host")
@@ -378,16 +380,23 @@ def pyg_sampler(data, args):
     return PyGNeighborSampler(data, args.num_neighbors, is_sorted=True)
 
 
+def pyg_loader(data, sampler, args, input_nodes, shuffle, **kwargs):
+    """PyG's NeighborLoader over ``sampler``, its batches with per-hop
+    counts (derived in its workers where torch-sparse gives none)."""
+    from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
+    return PyGNeighborLoader(data, args.num_neighbors, input_nodes=input_nodes, batch_size=args.batch_size,
+                             shuffle=shuffle, neighbor_sampler=sampler,
+                             transform_sampler_output=with_hop_counts(len(args.num_neighbors)), **kwargs)
+
+
 def pyg_trims(batch) -> bool:
-    """Whether PyG's batches carry the per-hop counts trimming needs: with
-    pyg-lib they do; torch-sparse's sampler returns none, and PyG's model
-    then runs untrimmed (the model costs more; said in the rows)."""
+    """Whether a batch of PyG's carries the per-hop counts trimming needs
+    (``pyg_loader``'s always do; said in the rows)."""
     return getattr(batch, "num_sampled_nodes", None) is not None
 
 
 def pyg_runs(data, sampler, graph, args, device, kinds, emit):
     """PyG's loader for each model in ``kinds``; returns {kind: (default, best) rows}."""
-    from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
     out = {}
     for kind in kinds:
         found = []
@@ -396,11 +405,9 @@ def pyg_runs(data, sampler, graph, args, device, kinds, emit):
             best = out["sage"][1]
             tried = [(0, False)] + [(best["workers"], best["pin_memory"])] * (best["workers"] > 0)
         for workers, pin in tried:
-            loader = PyGNeighborLoader(data, args.num_neighbors, input_nodes=graph["train"],
-                                       batch_size=args.batch_size, shuffle=True, num_workers=workers,
-                                       pin_memory=pin, neighbor_sampler=sampler,
-                                       persistent_workers=workers > 0,
-                                       **(dict(prefetch_factor=args.pyg_prefetch) if workers else {}))
+            loader = pyg_loader(data, sampler, args, graph["train"], True, num_workers=workers, pin_memory=pin,
+                                persistent_workers=workers > 0,
+                                **(dict(prefetch_factor=args.pyg_prefetch) if workers else {}))
             model, optimizer = make_model(kind, "pyg", args, device)
             warm, timed = workers + 2, args.pyg_batches
             it = cycle(loader)
@@ -416,7 +423,7 @@ def pyg_runs(data, sampler, graph, args, device, kinds, emit):
                 for _ in range(timed):
                     train_step(model, optimizer, next(it).to(device, non_blocking=pin), trim=trim)
                 sync(device)
-            except torch.OutOfMemoryError as error:  # e.g. GAT's 8 heads on an untrimmed batch
+            except torch.OutOfMemoryError as error:  # (GAT's 8 heads on an untrimmed batch did)
                 emit(dict(part="pyg", model=kind, name=name, workers=workers, pin_memory=pin,
                           epoch_seconds=float("nan"), error=f"CUDA out of memory: {str(error).splitlines()[0]}"))
                 it = loader = model = optimizer = None
@@ -427,7 +434,7 @@ def pyg_runs(data, sampler, graph, args, device, kinds, emit):
             row = emit(dict(part="pyg", model=kind, name=name, workers=workers, pin_memory=pin,
                             epoch_seconds=seconds, batches_timed=timed, batches_per_epoch=len(loader),
                             trimmed=trim, note=f"{timed} batches timed after {warm}, scaled to the epoch"
-                            + ("" if trim else "; untrimmed: torch-sparse's sampler gives no per-hop counts")))
+                            + ("; trimmed" if trim else "; untrimmed")))
             found.append(row)
             del it, first, loader, model, optimizer  # a batch holds ~2.5 GB of host memory here
             gc.collect()
@@ -695,11 +702,9 @@ def accuracy(args, data, sampler, graph, device, emit):
         data, args.num_neighbors, input_nodes=nodes, batch_size=args.batch_size, shuffle=shuffle, seed=seed,
         device=device, placement="host")}
     if sampler is not None:
-        from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
         workers = max(args.pyg_workers)
-        loaders["pyg"] = lambda seed, nodes, shuffle: PyGNeighborLoader(
-            data, args.num_neighbors, input_nodes=nodes, batch_size=args.batch_size, shuffle=shuffle,
-            num_workers=workers, neighbor_sampler=sampler,
+        loaders["pyg"] = lambda seed, nodes, shuffle: pyg_loader(
+            data, sampler, args, nodes, shuffle, num_workers=workers,
             **(dict(prefetch_factor=args.pyg_prefetch) if workers else {}))
     for name, make in loaders.items():
         scores = []

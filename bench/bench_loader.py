@@ -88,6 +88,46 @@ def train_step(model, optimizer, batch, trim=False):
     return loss.item()  # a real loop reads the loss: the GPU drains every step
 
 
+def hop_counts(row, col, batch_size: int, num_hops: int) -> tuple[list[int], list[int]]:
+    """``(num_sampled_nodes, num_sampled_edges)`` of a batch in hop order,
+    derived from its edges (``row``: local source, ``col``: local target):
+    the per-hop counts PyG's layer-wise trimming needs and torch-sparse's
+    sampler does not return (pyg-lib's does).
+
+    Hop order as torch-sparse's ``neighbor_sample`` writes it: hop h's edges
+    come after hop h-1's and point at hop h-1's new nodes (local ids
+    ``[begin, end)``; the seeds for hop 1); hop h's new nodes take the next
+    ids, each the source of at least one of hop h's edges. So hop h's edges
+    end at the first edge whose target is ``>= end``, and its nodes end one
+    past the largest source among them. Raises ValueError for a batch not
+    in that order (some edges left over)."""
+    nodes, edges = [int(batch_size)], []
+    first, end = 0, int(batch_size)
+    for _ in range(num_hops):
+        later = col[first:] >= end
+        stop = first + (int(later.to(torch.uint8).argmax()) if bool(later.any()) else later.numel())
+        new_end = max(end, int(row[first:stop].max()) + 1) if stop > first else end
+        nodes.append(new_end - end)
+        edges.append(stop - first)
+        first, end = stop, new_end
+    if first != col.numel():
+        raise ValueError(f"the batch is not in hop order: {col.numel() - first} of its {col.numel()} edges "
+                         f"come after {num_hops} hops")
+    return nodes, edges
+
+
+def with_hop_counts(num_hops: int):
+    """A ``transform_sampler_output`` for PyG's loaders that fills in the
+    per-hop counts (``hop_counts``) where the sampler gave none; it runs in
+    the loader's workers, before the features are gathered."""
+    def transform(out):
+        if out.num_sampled_nodes is None:
+            batch_size = out.metadata[0].numel()
+            out.num_sampled_nodes, out.num_sampled_edges = hop_counts(out.row, out.col, batch_size, num_hops)
+        return out
+    return transform
+
+
 def cycle(loader):
     while True:
         yield from loader

@@ -129,3 +129,55 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
         [r["epoch_seconds"] for r in ablation]
     run_bench("bench_end_to_end.py", ["--plot-only", "--csv", str(table), "--ablation-png", str(tmp_path / "a.png")])
     assert (tmp_path / "a.png").stat().st_size > 0
+
+
+def _bench_module(name):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.pop(0)
+
+
+@pytest.mark.parametrize("num_neighbors", [[10, 5], [-1, 3, 2], [2]])
+def test_hop_counts_derived_from_a_batch_match_the_loaders(num_neighbors):
+    # PyG's baseline runs torch-sparse, whose batches carry no per-hop counts:
+    # the benchmark derives them from the edges (bench_loader.hop_counts),
+    # here against the counts our loader returns for the same batches, and
+    # through PyG's own NodeLoader with a sampler that leaves them out
+    from torch_geometric.loader import NodeLoader
+    from tritongnn import NeighborLoader, PyGSampler
+    from tritongnn.datasets import cora
+    bench_loader = _bench_module("bench_loader")
+    data = cora()
+    with reference_on_cpu():
+        loader = NeighborLoader(data, num_neighbors, input_nodes=data.train_mask, batch_size=48,
+                                shuffle=True, device="cpu", seed=1)
+        for batch in loader:
+            derived = bench_loader.hop_counts(batch.edge_index[0], batch.edge_index[1], batch.batch_size,
+                                              len(num_neighbors))
+            assert derived == (list(batch.num_sampled_nodes), list(batch.num_sampled_edges))
+            assert sum(derived[0]) == batch.num_nodes
+
+        class NoCounts(PyGSampler):  # torch-sparse's output: node, row, col, edge only
+            def sample_from_nodes(self, index, **kwargs):
+                out = super().sample_from_nodes(index, **kwargs)
+                self.counts.append((out.num_sampled_nodes, out.num_sampled_edges))
+                out.num_sampled_nodes = out.num_sampled_edges = None
+                return out
+
+        sampler = NoCounts(data, num_neighbors, device="cpu")
+        sampler.counts = []
+        pyg = NodeLoader(data, sampler, input_nodes=data.train_mask, batch_size=48,
+                         transform_sampler_output=bench_loader.with_hop_counts(len(num_neighbors)))
+        batches = list(pyg)
+    assert [(b.num_sampled_nodes, b.num_sampled_edges) for b in batches] == sampler.counts
+
+
+def test_hop_counts_refuses_a_batch_out_of_hop_order():
+    import torch
+    bench_loader = _bench_module("bench_loader")
+    row, col = torch.tensor([1, 2, 3, 0]), torch.tensor([0, 1, 2, 0])  # a hop-1 edge after hop 2's
+    with pytest.raises(ValueError, match="not in hop order"):
+        bench_loader.hop_counts(row, col, 1, 2)
+    assert bench_loader.hop_counts(row[:3], col[:3], 1, 3) == ([1, 1, 1, 1], [1, 1, 1])
