@@ -84,3 +84,57 @@ def test_per_batch_counts_from_cand_ptr_equal_the_counted_ones(device):
     counted = run_hops(IdMap(50, 3, 64, device), seeds, seeds_batch, [(cand, count, batch, None)])
     for a, b in zip(with_ptr, counted):
         assert torch.equal(a, b)
+
+
+def random_hops(num_nodes, seed_sizes, hop_sizes, device, seed=0):
+    """Seeds and hops (each ``[sizes per sub-batch]``) of random candidates,
+    with garbage past each hop's count."""
+    g = torch.Generator().manual_seed(seed)
+    k = len(seed_sizes)
+    seeds = torch.randint(0, num_nodes, (sum(seed_sizes),), generator=g).to(device)
+    hops = []
+    for sizes in hop_sizes:
+        total = sum(sizes)
+        cand = torch.randint(0, num_nodes, (total + 3,), generator=g).to(device)
+        batch = torch.cat([grouped(sizes, device), torch.full((3,), 7, device=device)])
+        hops.append((cand, torch.tensor([total], device=device), batch if k > 1 else None, None))
+    return seeds, (grouped(seed_sizes, device) if k > 1 else None), hops
+
+
+def assert_matches_reference(id_map, num_nodes, seeds, seeds_batch, hops):
+    got = run_hops(id_map, seeds, seeds_batch, hops)
+    want = run_hops(reference.IdMap(num_nodes, id_map.num_batches, "cpu"), seeds.cpu(),
+                    None if seeds_batch is None else seeds_batch.cpu(),
+                    [(c.cpu(), n.cpu(), None if b is None else b.cpu(), None) for c, n, b, _ in hops])
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+def test_id_map_table_is_int64_when_keys_pass_int32(device):
+    # K x num_nodes past 2^31 - 1: keys (sub_batch * num_nodes + node) need
+    # 64 bits; the ids drawn stay small, the keys of sub-batch 1 do not
+    num_nodes = 2**31 + 5
+    m = IdMap(num_nodes, 2, 64, device)
+    assert m.table.dtype == torch.int64 and m.table.shape[1] == 4
+    seeds, seeds_batch, hops = random_hops(200, [6, 9], [[40, 25], [70, 90]], device, seed=3)
+    assert_matches_reference(m, num_nodes, seeds, seeds_batch, hops)
+    narrow = IdMap(1000, 2, 64, device)
+    assert narrow.table.dtype == torch.int32  # 16 B a slot
+
+
+def test_id_map_widens_to_int64_before_stamps_pass_int32(device, monkeypatch):
+    # stamps grow with every candidate of a batch: an int32 table is
+    # rehashed into int64 words before they would pass the limit (lowered
+    # here from 2^31 - 1), in the seeds or between hops, and a new batch
+    # starts from the widened table
+    from tritongnn.kernels import id_map as id_map_module
+    monkeypatch.setattr(id_map_module, "_INT32_LIMIT", 150)
+    for seed_sizes, hop_sizes in (([20, 30], [[30, 20], [40, 50], [10, 5]]),  # widens before hop 2
+                                  ([90, 70], [[12, 8]])):                       # widens in the seeds
+        m = IdMap(60, 2, 16, device)  # 120 < 150: int32 keys
+        assert m.table.dtype == torch.int32
+        seeds, seeds_batch, hops = random_hops(60, seed_sizes, hop_sizes, device, seed=5)
+        assert_matches_reference(m, 60, seeds, seeds_batch, hops)
+        assert m.table.dtype == torch.int64
+        assert_matches_reference(m, 60, seeds, seeds_batch, hops)  # the same map, a second batch

@@ -10,16 +10,16 @@ in one launch (super-batching) keep separate id spaces in one table.
 Why a hash table with atomic CAS and not an atomic-free flag array + prefix
 sum: a flag array needs ``num_nodes`` entries per sub-batch (111M nodes x K
 sub-batches) and a memset of all of them per batch, while a batch touches
-~10^5 nodes. The table has ``2 x`` the batch's nodes at most, so it stays in
-L2 and its reset is a few microseconds.
+~10^5-10^6 nodes. The table has ``2 x`` the keys a batch can ask at most.
 
 Why not "first insert takes ``atomic_add(counter)``" (FastGL): which
 duplicate wins the race changes run to run, so local ids would be
 nondeterministic under a fixed seed. Instead each hop runs three passes:
 
 1. ``_insert_kernel``: CAS the key into its slot (linear probing), then
-   ``atomic_min`` the slot's stamp with ``hop << 40 | position``. A node already
-   present from an earlier hop keeps its smaller stamp.
+   ``atomic_min`` the slot's stamp with the candidate's stamp, ``stamp_base
+   + position``; ``stamp_base`` grows with every hop's candidates, so a node
+   already present from an earlier hop keeps its smaller stamp.
 2. ``_flag_kernel``: a candidate is its node's representative (first
    occurrence) iff the slot's stamp is its own; ``torch.cumsum`` of the flags
    ranks the new nodes in order of first appearance (the atomic-free prefix
@@ -28,6 +28,15 @@ nondeterministic under a fixed seed. Instead each hop runs three passes:
    slot, new nodes as ``base[b] + rank of their representative`` (computed,
    not read, so no pass has to wait for another's writes). Representatives
    write the slot's local id and append the node to the hop's new nodes.
+
+Table layout: one row of four words per slot (key, stamp, local id, unused),
+int32 where the keys fit (``K x num_nodes < 2^31 - 1``: 16 B a slot), else
+int64 (32 B). A row never straddles a 32 B sector, so a candidate's CAS and
+min, its flag's read and its assignment each touch one sector of the table,
+where three separate arrays took five (a batch of 8000 at [15, 10, 5] asks
+7.3M keys: its table is far past the L2, and every touch is an HBM access).
+An empty slot's key and a free stamp are both the word's largest value: the
+reset is one fill of the table.
 
 Deterministic for a given candidate list, and equal, element for element, to
 the pure-torch ``reference.IdMap``.
@@ -42,42 +51,50 @@ from . import reference
 from .outputs import MappedHop
 from ._launch import next_power_of_2, use_triton
 
-_EMPTY = -1           # free slot key
 _NO_MATCH = -3        # a compare value no key equals: lanes that are done CAS with it (a no-op)
-_HOP_SHIFT = 40       # stamp = hop << 40 | candidate position: up to 2^40 candidates a hop
-_STAMP_FREE = 2**62   # stamp of a slot no candidate claimed yet
+_ROW = 4              # words per slot: key, stamp, local id, unused (a row within one 32 B sector)
+_KEY, _STAMP, _LOCAL = 0, 1, 2
+# int32 tables: keys below 2^31 - 1 (the empty key) and stamps too (past it a
+# batch's map widens to int64); a module constant so tests can lower it
+_INT32_LIMIT = 2**31 - 1
+
+
+def _empty_word(dtype: torch.dtype) -> int:
+    """The empty key and the free stamp of a table of ``dtype``."""
+    return torch.iinfo(dtype).max
 
 
 @triton.jit
-def _slot_of(keys, key, m, cap_mask, hash_shift):
+def _slot_of(table, key, m, cap_mask, hash_shift, EMPTY: tl.constexpr):
     # Fibonacci hashing (top bits of key * 2^64 / phi); probe linearly until
     # the key or an empty slot is met. The table is at most half full.
     b_slot = ((key.to(tl.uint64) * 0x9E3779B97F4A7C15) >> hash_shift).to(tl.int64) & cap_mask
+    b_key = key.to(table.dtype.element_ty)
     b_active = m
     while tl.max(b_active.to(tl.int32), axis=0) > 0:
         # tl.atomic_cas has no mask: finished lanes compare with _NO_MATCH, which
         # never equals a stored key, so they write nothing.
-        b_cmp = tl.where(b_active, -1, -3).to(tl.int64)
-        b_prev = tl.atomic_cas(keys + b_slot, b_cmp, key)
-        b_done = b_active & ((b_prev == -1) | (b_prev == key))
+        b_cmp = tl.where(b_active, EMPTY, -3).to(table.dtype.element_ty)
+        b_prev = tl.atomic_cas(table + b_slot * 4, b_cmp, b_key)
+        b_done = b_active & ((b_prev == EMPTY) | (b_prev == b_key))
         b_active = b_active & ~b_done
         b_slot = tl.where(b_active, (b_slot + 1) & cap_mask, b_slot)
     return b_slot
 
 
-@triton.jit(do_not_specialize=["bound", "num_nodes", "hop_stamp", "cap_mask", "hash_shift"])
+@triton.jit(do_not_specialize=["bound", "num_nodes", "stamp_base", "cap_mask", "hash_shift"])
 def _insert_kernel(
-    keys,        # [cap] int64 table keys (-1 = empty)
-    stamps,      # [cap] int64 min (hop << 40 | position) of the slot's claimants
+    table,       # [cap, 4] int32/int64 rows: key (EMPTY = free), stamp (min of its claimants), local id
     cand,        # [bound] int64 global node ids
     cand_batch,  # [bound] int64 sub-batch of each candidate (if HAS_BATCH)
     num_cand,    # [1] int64 device scalar: valid prefix
     out_slot,    # [bound] int64 out: slot of each candidate
     bound,
     num_nodes,   # key = sub_batch * num_nodes + node
-    hop_stamp,   # hop << 40
+    stamp_base,  # stamp of the candidate at position 0
     cap_mask,    # table size - 1 (a power of two)
     hash_shift,  # 64 - log2(table size)
+    EMPTY: tl.constexpr,
     HAS_BATCH: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
@@ -86,29 +103,29 @@ def _insert_kernel(
     b_key = tl.load(cand + i_c, mask=m_c, other=0)
     if HAS_BATCH:
         b_key += tl.load(cand_batch + i_c, mask=m_c, other=0) * num_nodes
-    b_slot = _slot_of(keys, b_key, m_c, cap_mask, hash_shift)
-    tl.atomic_min(stamps + b_slot, hop_stamp + i_c, mask=m_c)
+    b_slot = _slot_of(table, b_key, m_c, cap_mask, hash_shift, EMPTY)
+    tl.atomic_min(table + b_slot * 4 + 1, (stamp_base + i_c).to(table.dtype.element_ty), mask=m_c)
     tl.store(out_slot + i_c, b_slot, mask=m_c)
 
 
-@triton.jit(do_not_specialize=["bound", "hop_stamp"])
+@triton.jit(do_not_specialize=["bound", "stamp_base"])
 def _flag_kernel(
-    stamps, out_slot, num_cand,
+    table, out_slot, num_cand,
     flags,       # [bound] int32 out: 1 iff the candidate is its node's first occurrence this hop
-    bound, hop_stamp,
+    bound, stamp_base,
     BLOCK: tl.constexpr,
 ):
     i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m_slot = i_c < bound
     m_c = m_slot & (i_c < tl.load(num_cand))
     b_slot = tl.load(out_slot + i_c, mask=m_c, other=0)
-    b_stamp = tl.load(stamps + b_slot, mask=m_c, other=-1)
-    tl.store(flags + i_c, (m_c & (b_stamp == hop_stamp + i_c)).to(tl.int32), mask=m_slot)
+    b_stamp = tl.load(table + b_slot * 4 + 1, mask=m_c, other=-1).to(tl.int64)
+    tl.store(flags + i_c, (m_c & (b_stamp == stamp_base + i_c)).to(tl.int32), mask=m_slot)
 
 
-@triton.jit(do_not_specialize=["bound", "hop_stamp"])
+@triton.jit(do_not_specialize=["bound", "stamp_base"])
 def _assign_kernel(
-    stamps, locals_,  # [cap] table columns; locals_ = local id of the slot's node
+    table,       # [cap, 4] rows: key, stamp, local id (of the slot's node)
     out_slot, cand, cand_batch, num_cand,
     rank,        # [bound] int64 inclusive cumsum of flags (SEEDS: unused)
     base,        # [K] int64 nodes each sub-batch had before this hop
@@ -118,7 +135,7 @@ def _assign_kernel(
     new_nodes,   # [bound] int64 out: global id of each new node, in rank order
     new_local,   # [bound] int64 out: its local id
     new_batch,   # [bound] int64 out: its sub-batch (if HAS_BATCH)
-    bound, hop_stamp,
+    bound, stamp_base,
     SEEDS: tl.constexpr,  # hop 0: every seed takes the next id, duplicates included
     HAS_BATCH: tl.constexpr,
     BLOCK: tl.constexpr,
@@ -126,25 +143,26 @@ def _assign_kernel(
     i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m_c = (i_c < bound) & (i_c < tl.load(num_cand))
     b_slot = tl.load(out_slot + i_c, mask=m_c, other=0)
-    b_stamp = tl.load(stamps + b_slot, mask=m_c, other=0)
+    b_row = table + b_slot * 4
+    b_stamp = tl.load(b_row + 1, mask=m_c, other=0).to(tl.int64)
     if HAS_BATCH:
         b_batch = tl.load(cand_batch + i_c, mask=m_c, other=0)
     else:
         b_batch = tl.zeros_like(i_c)
     b_base = tl.load(base + b_batch, mask=m_c, other=0)
     b_first = tl.load(first_rank + b_batch, mask=m_c, other=0)
-    b_is_current = b_stamp >= hop_stamp  # claimed in this hop, not earlier
-    b_rep = b_stamp - hop_stamp
+    b_is_current = b_stamp >= stamp_base  # claimed in this hop, not earlier
+    b_rep = b_stamp - stamp_base
     b_is_rep = m_c & b_is_current & (b_rep == i_c)
     if SEEDS:
         b_local = b_base + i_c - b_first
         b_rank = i_c
     else:
         b_rep_rank = tl.load(rank + b_rep, mask=m_c & b_is_current, other=0) - 1
-        b_old = tl.load(locals_ + b_slot, mask=m_c & ~b_is_current, other=0)
+        b_old = tl.load(b_row + 2, mask=m_c & ~b_is_current, other=0).to(tl.int64)
         b_local = tl.where(b_is_current, b_base + b_rep_rank - b_first, b_old)
         b_rank = b_rep_rank
-    tl.store(locals_ + b_slot, b_local, mask=b_is_rep)
+    tl.store(b_row + 2, b_local.to(table.dtype.element_ty), mask=b_is_rep)
     tl.store(out_local + i_c, b_local, mask=m_c)
     if not SEEDS:
         tl.store(new_nodes + b_rank, tl.load(cand + i_c, mask=b_is_rep, other=0), mask=b_is_rep)
@@ -164,6 +182,11 @@ class IdMap:
             a hop could overflow it.
         device: where the table lives.
 
+    The table's words are int32 when every key fits (``num_batches *
+    num_nodes < 2^31 - 1``), else int64; an int32 table widens to int64
+    (one sync) before a batch's stamps would pass 2^31 - 1 (more candidates
+    in one batch than that).
+
     Example:
         >>> m = IdMap(num_nodes, 1, capacity=4096, device="cuda")
         >>> m.start(seeds)                      # seeds take ids 0 .. B-1
@@ -180,17 +203,15 @@ class IdMap:
             self._ref = reference.IdMap(num_nodes, num_batches, self.device)
             return
         self._ref = None
-        cap = next_power_of_2(max(2 * int(capacity), 64))
-        self.keys = torch.empty(cap, dtype=torch.int64, device=self.device)
-        self.stamps = torch.empty_like(self.keys)
-        self.locals = torch.empty_like(self.keys)
+        narrow = self.num_batches * self.num_nodes < _INT32_LIMIT
+        self._allocate(capacity, torch.int32 if narrow else torch.int64)
         self.base = torch.zeros(self.num_batches, dtype=torch.int64, device=self.device)
-        self.hop = 0
         self._keys_bound = 0  # host-side upper bound on the keys inserted so far
+        self._stamp_base = 0  # stamp of the next hop's first candidate: every hop's come after the last's
 
     @property
     def capacity(self) -> int:
-        return self._ref.capacity if self._ref else self.keys.numel() // 2
+        return self._ref.capacity if self._ref else self.table.shape[0] // 2
 
     @property
     def num_nodes_per_batch(self) -> torch.Tensor:
@@ -217,12 +238,12 @@ class IdMap:
         if self._ref:
             return self._ref.start(seeds, seeds_batch)
         bound = seeds.numel()
-        if bound > self.capacity:
-            self._allocate(bound)
-        self.keys.fill_(_EMPTY)
-        self.stamps.fill_(_STAMP_FREE)
-        self.hop = 0
+        wide = self.table.dtype == torch.int32 and bound >= _INT32_LIMIT  # the seeds' stamps past int32
+        if bound > self.capacity or wide:
+            self._allocate(max(bound, self.capacity), torch.int64 if wide else self.table.dtype)
+        self.table.fill_(_empty_word(self.table.dtype))  # every key empty, every stamp free
         self._keys_bound = bound
+        self._stamp_base = bound
         count = torch.full((1,), bound, dtype=torch.int64, device=self.device)
         if seeds_batch is None:
             first = torch.zeros(1, dtype=torch.int64, device=self.device)
@@ -234,45 +255,44 @@ class IdMap:
             per_batch.scatter_add_(0, seeds_batch, torch.ones_like(seeds_batch))
             first = torch.cumsum(per_batch, 0) - per_batch
             self.base = per_batch
-        slot = self._insert(seeds, seeds_batch, count, bound)
+        slot = self._insert(seeds, seeds_batch, count, bound, 0)
         local = torch.empty(bound, dtype=torch.int64, device=self.device)
         if bound:
             _assign_kernel[(triton.cdiv(bound, 1024),)](
-                self.stamps, self.locals, slot, seeds, seeds_batch, count,
+                self.table, slot, seeds, seeds_batch, count,
                 slot, torch.zeros_like(first), first, local, local, local, local,
                 bound, 0, SEEDS=True, HAS_BATCH=seeds_batch is not None, BLOCK=1024)
         return local
 
-    def _allocate(self, capacity: int) -> None:
+    def _allocate(self, capacity: int, dtype: torch.dtype) -> None:
         size = next_power_of_2(max(2 * int(capacity), 64))
-        self.keys = torch.full((size,), _EMPTY, dtype=torch.int64, device=self.device)
-        self.stamps = torch.full_like(self.keys, _STAMP_FREE)
-        self.locals = torch.empty_like(self.keys)
+        self.table = None  # free the old table before the new one is allocated
+        self.table = torch.full((size, _ROW), _empty_word(dtype), dtype=dtype, device=self.device)
 
-    def _grow(self, incoming: int) -> None:
+    def _grow(self, incoming: int, dtype: torch.dtype) -> None:
         # A full table would make the probe loop spin forever: before a hop
         # that could overflow it, count the keys (one sync) and rehash them
-        # into a larger table if needed.
+        # into a larger table if needed (or a wider one: ``dtype``).
         held = int(self.base.sum().item())
         self._keys_bound = held
-        if held + incoming <= self.capacity:
+        if held + incoming <= self.capacity and dtype == self.table.dtype:
             return
-        m_used = self.keys >= 0
-        keys, stamps, locals_ = self.keys[m_used], self.stamps[m_used], self.locals[m_used]
-        self._allocate(held + incoming)
-        count = torch.full((1,), keys.numel(), dtype=torch.int64, device=self.device)
+        rows = self.table[self.table[:, _KEY] != _empty_word(self.table.dtype)].to(torch.int64)
+        self._allocate(max(held + incoming, self.capacity), dtype)
+        count = torch.full((1,), rows.shape[0], dtype=torch.int64, device=self.device)
         # Keys already carry their sub-batch: insert them as plain ids.
-        slot = self._insert(keys, None, count, keys.numel())
-        self.stamps[slot] = stamps
-        self.locals[slot] = locals_
+        slot = self._insert(rows[:, _KEY].contiguous(), None, count, rows.shape[0], 0)
+        self.table[slot, _STAMP] = rows[:, _STAMP].to(dtype)
+        self.table[slot, _LOCAL] = rows[:, _LOCAL].to(dtype)
 
-    def _insert(self, cand, cand_batch, count, bound):
+    def _insert(self, cand, cand_batch, count, bound, stamp_base):
         slot = torch.empty(bound, dtype=torch.int64, device=self.device)
         if bound:
+            size = self.table.shape[0]
             _insert_kernel[(triton.cdiv(bound, 1024),)](
-                self.keys, self.stamps, cand, cand_batch, count, slot, bound,
-                self.num_nodes, self.hop << _HOP_SHIFT, self.keys.numel() - 1,
-                65 - self.keys.numel().bit_length(), HAS_BATCH=cand_batch is not None, BLOCK=1024)
+                self.table, cand, cand_batch, count, slot, bound, self.num_nodes, stamp_base,
+                size - 1, 65 - size.bit_length(), EMPTY=_empty_word(self.table.dtype),
+                HAS_BATCH=cand_batch is not None, BLOCK=1024)
         return slot
 
     def insert(self, cand: torch.Tensor, num_cand: torch.Tensor,
@@ -297,12 +317,13 @@ class IdMap:
         if self._ref:
             return self._ref.insert(cand, num_cand, cand_batch)  # counts on the CPU: no cand_ptr needed
         bound = cand.numel()
-        if self._keys_bound + bound > self.capacity:
-            self._grow(bound)
+        wide = self.table.dtype == torch.int32 and self._stamp_base + bound >= _INT32_LIMIT
+        if self._keys_bound + bound > self.capacity or wide:
+            self._grow(bound, torch.int64 if wide else self.table.dtype)
         self._keys_bound += bound
-        self.hop += 1
-        hop_stamp = self.hop << _HOP_SHIFT
-        slot = self._insert(cand, cand_batch, num_cand, bound)
+        stamp_base = self._stamp_base
+        self._stamp_base += bound
+        slot = self._insert(cand, cand_batch, num_cand, bound, stamp_base)
         flags = torch.empty(bound, dtype=torch.int32, device=self.device)
         empty = self._buffers(bound)
         local, new_nodes, new_local = empty(), empty(), empty()
@@ -312,7 +333,7 @@ class IdMap:
             return MappedHop(local, new_nodes, new_local, new_batch, zero,
                              torch.zeros_like(self.base))
         grid = (triton.cdiv(bound, 1024),)
-        _flag_kernel[grid](self.stamps, slot, num_cand, flags, bound, hop_stamp, BLOCK=1024)
+        _flag_kernel[grid](self.table, slot, num_cand, flags, bound, stamp_base, BLOCK=1024)
         rank = torch.cumsum(flags, 0)
         num_new = rank[-1:]
         if cand_batch is None:
@@ -334,8 +355,8 @@ class IdMap:
             per_batch = per_batch[:self.num_batches]
             first = torch.cumsum(per_batch, 0) - per_batch
         _assign_kernel[grid](
-            self.stamps, self.locals, slot, cand, cand_batch, num_cand, rank,
+            self.table, slot, cand, cand_batch, num_cand, rank,
             self.base, first, local, new_nodes, new_local, new_batch if new_batch is not None else local,
-            bound, hop_stamp, SEEDS=False, HAS_BATCH=cand_batch is not None, BLOCK=1024)
+            bound, stamp_base, SEEDS=False, HAS_BATCH=cand_batch is not None, BLOCK=1024)
         self.base = self.base + per_batch
         return MappedHop(local, new_nodes, new_local, new_batch, num_new, per_batch)

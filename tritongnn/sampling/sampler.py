@@ -52,10 +52,11 @@ from ..kernels.sample import check_method
 from ..kernels._launch import host_list, use_triton
 
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
-# keys of the id map a captured graph owns: <= 384 MB of table; a batch of
-# 8000 seeds with fanouts [15, 10, 5] asks 7.3M, and replaying its hops
-# spares the loader's thread ~20 launches of Python a batch, time it would
-# otherwise take from the training loop's (one interpreter lock)
+# keys of the id map a captured graph owns: <= 2^24 slots, 256 MiB of
+# table in int32 rows; a batch of 8000 seeds with fanouts [15, 10, 5] asks
+# 7.3M, and replaying its hops spares the loader's thread ~20 launches of
+# Python a batch, time it would otherwise take from the training loop's
+# (one interpreter lock)
 _GRAPH_KEYS_MAX = 1 << 23
 _GRAPHS_MAX = 4  # shapes (batch size, or K and total seeds) with a captured graph, per sampler
 
