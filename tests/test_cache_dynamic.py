@@ -32,6 +32,18 @@ def test_scores_follow_eq5():
     assert explicit[2] == 1 + 0.5 + 0.25  # node 12: in every batch
 
 
+def test_scores_stay_finite_with_a_tiny_decay():
+    # the stored scale grows by 1 / decay a batch: rescaled before it leaves
+    # float32's range (it overflowed after the add: every score NaN)
+    _, cache = make_cache(decay=1e-20, update_every=100)
+    for node in (torch.tensor([12, 13]), torch.tensor([13, 14]), torch.tensor([14, 15])):
+        cache.observe(node)
+    stored = cache.score.double() / cache._scale
+    assert torch.isfinite(cache.score).all()
+    assert torch.allclose(stored[4:6], torch.ones(2, dtype=torch.float64))  # the last batch's
+    assert stored[2] < 1e-30 and stored[3] < 1e-19  # faded by decay per batch since
+
+
 def test_refresh_caches_the_top_scores_and_keeps_the_map_consistent():
     x, cache = make_cache(capacity=4, update_every=2, max_replace=1.0)
     for _ in range(2):
@@ -120,7 +132,8 @@ def test_updates_stop_when_the_gain_stalls():
 @pytest.mark.parametrize("kwargs,match", [
     (dict(fraction=0.0), "fraction"), (dict(fraction=1.0), "fraction"), (dict(decay=1.5), "decay"),
     (dict(update_every=0), "update_every"), (dict(max_epochs=1.5), "max_epochs"),
-    (dict(max_replace=0), "max_replace"), (dict(min_gain="x"), "min_gain"),
+    (dict(max_replace=0), "max_replace"), (dict(min_gain="x"), "min_gain"), (dict(decay=1e-31), "decay"),
+    (dict(decay=float("nan")), "decay"),
 ])
 def test_bad_config(kwargs, match):
     with pytest.raises(ValueError, match=match):

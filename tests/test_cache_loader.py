@@ -164,6 +164,15 @@ def test_stats_per_epoch_and_profile_file(tmp_path):
     (dict(cache_budget=100, cache_profile=AccessProfile(torch.zeros(3), torch.zeros(3).long(),
                                                          torch.zeros(3).long(), 1, 1, 0.0)),
      ValueError, "counts 3 nodes"),
+    (dict(cache_budget=100, cache_profile=AccessProfile(torch.zeros(300), torch.zeros(5).long(),
+                                                         torch.zeros(300).long(), 1, 1, 0.0, [3, 2])),
+     ValueError, "inputs must be a 1-D integer tensor"),
+    (dict(cache_budget=100, cache_profile=AccessProfile(torch.zeros(300, 1), torch.zeros(300).long(),
+                                                         torch.zeros(300).long(), 1, 1, 0.0, [3, 2])),
+     ValueError, "feature must be a 1-D floating-point tensor"),
+    (dict(cache_budget=8e9), TypeError, "cache_budget must be an int"),
+    (dict(cache_budget=-1), ValueError, "cache_budget must be >= 0"),
+    (dict(cache_budget="8GB"), ValueError, "cache_budget must be an int number of bytes or 'auto'"),
     (dict(warm_budget=10**4), ValueError, "warm_budget=10000 .* pass cache_budget"),
     (dict(cache_budget=100, warm_budget=-1), ValueError, "warm_budget must be >= 0"),
     (dict(cache_budget=100, warm_budget=1.5e6), TypeError, "warm_budget must be an int"),
@@ -175,6 +184,43 @@ def test_bad_cache_arguments(kwargs, error, match):
     args.update(kwargs)
     with pytest.raises(error, match=match):
         NeighborLoader(data, **args)
+
+
+def test_features_without_columns_with_a_cache():
+    data = random_data()
+    data.x = torch.empty(data.num_nodes, 0)
+    with pytest.raises(ValueError, match=r"data.x has shape \(300, 0\)"):
+        NeighborLoader(data, [3, 2], batch_size=8, device="cpu", placement="host", cache_budget=1000,
+                       dynamic_cache=True)
+
+
+def test_budget_past_int64_caches_everything(device):
+    # on a CPU loader nothing caps the budget at a device's memory: a budget
+    # past every byte (and past int64) is the whole graph, not an overflow
+    data = random_data()
+    loader, _ = epoch(data, device=device, placement="host", profile_epochs=1, cache_budget=10**20)
+    assert loader.cache.plan.num_feature == loader.cache.plan.num_adjacency == data.num_nodes
+
+
+def test_column_major_features_with_a_cache(device):
+    # a transposed view (rows not contiguous) is read as the user's table is
+    data = random_data()
+    x = data.x.clone()
+    data.x = data.x.t().contiguous().t()
+    loader, batches = epoch(data, device=device, placement="host", profile_epochs=1,
+                            cache_budget=40 * row_bytes(data))
+    assert loader.cache.plan.num_feature < data.num_nodes  # some rows come from the host table
+    for batch in batches:
+        assert torch.equal(batch.x.cpu(), x[batch.n_id.cpu()])
+    assert data.x.stride() == (1, data.num_nodes)  # the user's view untouched
+
+
+def test_cache_profile_file_that_is_no_profile(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("not a profile")
+    with pytest.raises(ValueError, match="is not a saved AccessProfile"):
+        NeighborLoader(random_data(), [3, 2], batch_size=8, device="cpu", placement="host", cache_budget=100,
+                       cache_profile=str(path))
 
 
 @pytest.mark.gpu

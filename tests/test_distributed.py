@@ -128,15 +128,19 @@ def test_two_processes_with_gloo(tmp_path):
     assert [r["seeds"] for r in again] == [r["seeds"] for r in first]
 
 
-def _cache_worker(rank, world_size, init, out_dir):
+def _cache_worker(rank, world_size, init, out_dir, profile_paths=None):
+    import datetime
     import torch.distributed as dist
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
+    # a rank left waiting in a broadcast fails the test in 2 minutes, not gloo's 30
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=120))
     try:
         data = random_data()
         with reference_on_cpu():
             loader = NeighborLoader(data, [3, 2], batch_size=16, shuffle=True, seed=5,
                                     input_nodes=data.train_mask, device="cpu", placement="host",
-                                    cache_budget=40 * data.x.size(1) * 4, profile_epochs=1)
+                                    cache_budget=40 * data.x.size(1) * 4, profile_epochs=1,
+                                    cache_profile=None if profile_paths is None else profile_paths[rank])
         p = loader.cache_profile
         torch.save({"feature": p.feature, "adjacency": p.adjacency, "seconds": p.seconds,
                     "order": loader.cache.plan.order}, os.path.join(out_dir, f"rank{rank}.pt"))
@@ -144,12 +148,27 @@ def _cache_worker(rank, world_size, init, out_dir):
         dist.destroy_process_group()
 
 
-def test_profile_computed_once_and_broadcast(tmp_path):
+@pytest.mark.parametrize("saved", [False, True])
+def test_profile_computed_once_and_broadcast(tmp_path, saved):
     # GARDEN profiles on one GPU and broadcasts: every rank plans its caches
-    # from rank 0's profile (its counts and its timing), so the caches agree
+    # from rank 0's profile (its counts and its timing), so the caches agree.
+    # With a profile path, only rank 0 looks for the file: a rank that found
+    # one (saved by rank 0 meanwhile, or a stale one on its own host; here
+    # each rank is given its own path, and rank 1's holds another profile)
+    # skipped the broadcast, planned from another profile and left rank 0
+    # in the broadcast
     out = tmp_path / "cache"
     out.mkdir()
-    mp.spawn(_cache_worker, args=(2, f"file://{tmp_path / 'cache.init'}", str(out)), nprocs=2, join=True)
+    paths = None
+    if saved:
+        from tritongnn.cache import AccessProfile
+        paths = [str(tmp_path / "rank0.profile"), str(tmp_path / "rank1.profile")]
+        n = random_data().num_nodes
+        AccessProfile(torch.zeros(n, dtype=torch.float64), torch.zeros(n, dtype=torch.int64),
+                      torch.zeros(n, dtype=torch.int64), 1, 1, 0.0, [3, 2], [1.0, 1.0]).save(paths[1])
+    mp.spawn(_cache_worker, args=(2, f"file://{tmp_path / 'cache.init'}", str(out), paths), nprocs=2, join=True)
+    if saved:
+        assert os.path.exists(paths[0])  # rank 0 profiled and saved
     a, b = (torch.load(out / f"rank{r}.pt") for r in range(2))
     assert torch.equal(a["feature"], b["feature"]) and torch.equal(a["adjacency"], b["adjacency"])
     assert a["seconds"] == b["seconds"] and a["feature"].sum() > 0

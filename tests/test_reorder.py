@@ -29,6 +29,18 @@ def test_shared_counts_and_greedy_order():
     assert cached[0, 2] == 0 and cached[2, 2] == 1 and cached[1, 3] == 2
 
 
+def test_shared_counts_with_repeated_seeds_and_a_full_group():
+    # a repeated seed is two rows of one node: its bit is set once (an add
+    # carried into the next batch's bit), and each of its rows counts
+    r = MatchReorder(10, 2, "cpu")
+    assert r.shared([torch.tensor([1, 1, 2]), torch.tensor([1, 3])]).tolist() == [[3, 2], [1, 2]]
+    assert r.order([torch.tensor([1, 1, 2]), torch.tensor([1, 3])]) == [0, 1]
+    assert r.as_dict()["reorder_shared_rows_before"] == 1  # batch 1's row of node 1, which batch 0 holds
+    # 63 batches (bits 0 .. 62), every one holding node 5 twice: no carry, no overflow
+    full = MatchReorder(10, 63, "cpu")
+    assert torch.equal(full.shared([torch.tensor([5, 5])] * 63), torch.full((63, 63), 2))
+
+
 def test_bad_group():
     for group in (0, 64, 2.0, True):
         with pytest.raises(ValueError, match="reorder_group"):

@@ -225,7 +225,8 @@ def _cumulative(nbytes: torch.Tensor) -> torch.Tensor:
 
 def _longest_paid(cumulative: torch.Tensor, nbytes: int) -> int:
     """The longest prefix whose cumulative bytes (``cumulative[k]``: the
-    first ``k`` items) ``nbytes`` pays for."""
+    first ``k`` items) ``nbytes`` pays for (any int: past the total, all)."""
+    nbytes = min(int(nbytes), int(cumulative[-1]))  # a budget past int64 is still every item
     return int(torch.searchsorted(cumulative, nbytes, right=True)) - 1
 
 

@@ -30,9 +30,9 @@ from .profile import AccessProfile, lists_read
 
 def _host_table(x: torch.Tensor, device: torch.device) -> torch.Tensor:
     """``x`` where the host tier reads it: itself when already pinned (or on a
-    CPU loader), else one pinned copy."""
+    CPU loader, when its rows are contiguous), else one pinned copy."""
     if device.type != "cuda":
-        return x if x.device.type == "cpu" else x.cpu()
+        return x.cpu().contiguous()  # no copy when x is already both
     return as_pinned(x, device)
 
 

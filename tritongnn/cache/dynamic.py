@@ -83,6 +83,8 @@ class DynamicCacheConfig:
                 (value < top if top else value <= 1)
             if not ok:
                 raise ValueError(f"dynamic cache {name} must be in (0, 1{')' if top else ']'}, got {value!r}")
+        if self.decay < 1 / _RESCALE_AT:  # scores are kept scaled by decay^-t, in float32
+            raise ValueError(f"dynamic cache decay must be at least {1 / _RESCALE_AT:g}, got {self.decay!r}")
         for name in ("update_every", "max_epochs", "patience"):
             check_positive_int(f"dynamic cache {name}", getattr(self, name))
         if isinstance(self.min_gain, bool) or not isinstance(self.min_gain, (int, float)):
@@ -195,11 +197,11 @@ class DynamicCache:
         self._window[0] += served
         self._window[1] += node.numel()
         if self.active:
-            self._scale /= self.config.decay
-            self.score.index_add_(0, index, missed.to(torch.float32) * self._scale)
-            if self._scale > _RESCALE_AT:
+            if self._scale / self.config.decay > _RESCALE_AT:  # before the scale leaves float32's range
                 self.score.div_(self._scale)
                 self._scale = 1.0
+            self._scale /= self.config.decay
+            self.score.index_add_(0, index, missed.to(torch.float32) * self._scale)
             if self._cuda:
                 event = torch.cuda.Event()
                 event.record()

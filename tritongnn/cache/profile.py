@@ -107,7 +107,13 @@ class AccessProfile:
              num_neighbors=None) -> "AccessProfile":
         """Read a saved profile; with ``num_nodes`` / ``num_neighbors``, check
         that it was made for this graph and these fanouts."""
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except OSError:
+            raise
+        except Exception as error:  # not a torch.save file, or one holding more than tensors and numbers
+            raise ValueError(f"{os.fspath(path)!r} is not a saved AccessProfile ({type(error).__name__}: "
+                             f"{str(error).splitlines()[0] if str(error) else ''})") from error
         keys = {"feature", "inputs", "adjacency", "epochs", "num_batches", "seconds", "num_neighbors",
                 "layer_weights"}
         if not isinstance(state, dict) or set(state) != keys:
@@ -116,8 +122,20 @@ class AccessProfile:
 
     def check(self, num_nodes: int | None = None, num_neighbors=None,
               name: str = "the profile") -> "AccessProfile":
-        """Raise ValueError unless it counts ``num_nodes`` nodes and was made
-        with ``num_neighbors`` (each checked when given); returns self."""
+        """Raise ValueError unless its counts are ``[N]`` tensors (float
+        ``feature``, integer ``inputs`` and ``adjacency``), N is
+        ``num_nodes`` and it was made with ``num_neighbors`` (each checked
+        when given); returns self."""
+        size = self.feature.numel() if isinstance(self.feature, torch.Tensor) else None
+        for field_name, floating in (("feature", True), ("inputs", False), ("adjacency", False)):
+            counts = getattr(self, field_name)
+            if not isinstance(counts, torch.Tensor) or counts.dim() != 1 or counts.numel() != size \
+                    or counts.dtype.is_floating_point != floating or counts.dtype == torch.bool:
+                kind = "floating-point" if floating else "integer"
+                what = f"{counts.dtype} of shape {tuple(counts.shape)}" if isinstance(counts, torch.Tensor) \
+                    else type(counts).__name__
+                raise ValueError(f"{name}: {field_name} must be a 1-D {kind} tensor of one count per "
+                                 f"node, as many as feature has, got {what}")
         if num_nodes is not None and self.num_nodes != num_nodes:
             raise ValueError(f"{name} counts {self.num_nodes} nodes, the graph has {num_nodes}")
         if num_neighbors is not None and list(num_neighbors) != list(self.num_neighbors):

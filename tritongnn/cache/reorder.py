@@ -54,12 +54,16 @@ class MatchReorder:
         self.match_before = self.match_after = 0.0  # summed match degrees
 
     def shared(self, nodes: list[torch.Tensor]) -> torch.Tensor:
-        """``[G, G]`` int64 on the host: nodes ``>= num_static`` batch ``a``
-        shares with ``b`` (the diagonal: each batch's own)."""
+        """``[G, G]`` int64 on the host: ``[a, b]`` = rows of batch ``a``
+        (of nodes ``>= num_static``) whose node batch ``b`` holds too; the
+        diagonal, each batch's rows. Without repeated seeds it is symmetric
+        (a repeated seed is two rows of one node)."""
         g = len(nodes)
         bits = torch.arange(g, device=self._mask.device)
-        for i, node in enumerate(nodes):  # node ids are unique within a batch: add is or
-            self._mask.index_add_(0, node, torch.full_like(node, 1 << i))
+        for i, node in enumerate(nodes):
+            # or, not add: a repeated seed puts its id in the batch twice (a
+            # gather and a scatter: the repeats write the same value)
+            self._mask[node] = self._mask[node] | (1 << i)
         rows = [(((self._mask[node][:, None] >> bits) & 1) * (node >= self.num_static)[:, None]).sum(0)
                 for node in nodes]
         for node in nodes:
@@ -72,7 +76,7 @@ class MatchReorder:
         g = len(nodes)
         if g < 2:
             return list(range(g))
-        shared = self.shared(nodes)
+        shared = self.shared(nodes).T  # [a, b]: rows of b whose node a holds
         sizes = shared.diagonal().clamp(min=1).double()
         degree = shared.double() / sizes[None, :]  # degree[a, b]: share of b's rows a holds
         order, left = [0], set(range(1, g))

@@ -167,7 +167,8 @@ class NeighborLoader:
             minus a reserve for the model and the batches. None: no cache.
         cache_profile: the access profile the cache is planned from: None
             (profile now), an ``AccessProfile``, or a file path (loaded when
-            it exists, else profiled and saved there).
+            it exists, else profiled and saved there; with several ranks,
+            rank 0 loads or profiles and the others receive its profile).
         profile_epochs: pre-sampling epochs when profiling.
         cache_policy: ``"profile"`` (default): the dual cache planned from
             the access profile; ``"degree"``: the common baseline, a feature
@@ -330,6 +331,9 @@ class NeighborLoader:
                 self.x = self._place(x) if x is not None else None
             self._seeds = self.input_nodes
         else:
+            if x is not None and x.dim() == 2 and x.size(1) == 0:
+                raise ValueError(f"data.x has shape {tuple(x.shape)}: a feature cache plans rows by their bytes "
+                                 f"and these have none; drop cache_budget, or give x at least one column")
             self.cache = self._build_cache(graph, build_graph, x, replace, cache_budget, cache_profile,
                                            profile_epochs, cache_policy, dynamic, host_group)
             self.graph, self.x = self.cache.graph, self.cache.x
@@ -424,12 +428,14 @@ class NeighborLoader:
             if x is None:
                 raise ValueError("cache_policy='degree' caches feature rows: data.x is None")
             return profile
-        if isinstance(profile, (str, os.PathLike)) and os.path.exists(profile):
-            profile = AccessProfile.load(profile, num_nodes, self.num_neighbors)
-        elif profile is None or isinstance(profile, (str, os.PathLike)):
+        if profile is None or isinstance(profile, (str, os.PathLike)):
             path = profile
 
             def compute():  # on rank 0, which builds the graph (the leader of its host)
+                # only rank 0 looks for the file: ranks that saw it at different
+                # times (or hosts that lack it) must not disagree on the broadcast
+                if path is not None and os.path.exists(path):
+                    return AccessProfile.load(path, num_nodes, self.num_neighbors)
                 host_graph = graph.pin_memory() if self.device.type == "cuda" else graph
                 sampler = NeighborSampler(host_graph, self.num_neighbors, replace, self.device)
                 # its own stream of random numbers: profiling leaves the loader's untouched
@@ -558,8 +564,8 @@ class NeighborLoader:
             # reserve: the model, optimiser and a few batches in flight
             return max(0, free - max(4 << 30, total // 10))
         if isinstance(budget, str):
-            raise ValueError(f"cache_budget must be a number of bytes or 'auto', got {budget!r}")
-        budget = check_budget(budget)
+            raise ValueError(f"cache_budget must be an int number of bytes or 'auto', got {budget!r}")
+        budget = check_budget(budget, "cache_budget")
         if self.device.type == "cuda":
             total = torch.cuda.get_device_properties(self.device).total_memory
             if budget > total:
