@@ -36,7 +36,10 @@ min, its flag's read and its assignment each touch one sector of the table,
 where three separate arrays took five (a batch of 8000 at [15, 10, 5] asks
 7.3M keys: its table is far past the L2, and every touch is an HBM access).
 An empty slot's key and a free stamp are both the word's largest value: the
-reset is one fill of the table.
+reset is one fill of the table. Measured on the H200 against the three
+arrays (bench/results/README.md, tenth session): peak sampler memory -14 %
+(K=1) and -17 % (K=8), kernel time only -1.6 %: the insert's time is set by
+its dependent atomics (the CAS loop, then the min), not by the sectors.
 
 Deterministic for a given candidate list, and equal, element for element, to
 the pure-torch ``reference.IdMap``.
