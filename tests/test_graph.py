@@ -116,3 +116,19 @@ def test_relabel_rejects_non_permutations(order, match):
     graph = CSCGraph.from_edge_index(torch.tensor([[0, 1], [1, 2]]), 3)
     with pytest.raises((ValueError, TypeError), match=match):
         graph.relabel(order)
+
+
+def test_ids_past_int32_are_checked_before_narrowing():
+    # a cast to int32 first would wrap 2^32 + 1 to 1, inside the graph
+    with pytest.raises(ValueError, match="node id 8589934594"):
+        CSCGraph(torch.tensor([0, 1, 2, 2]), torch.tensor([2**32 + 1, 2**33 + 2]))
+    assert CSCGraph(torch.tensor([0, 1, 2, 2]), torch.tensor([1, 2])).indices.dtype == torch.int32
+
+
+def test_bad_edge_perm_and_negative_ids():
+    with pytest.raises(ValueError, match="edge_perm holds edge id 7"):
+        CSCGraph(torch.tensor([0, 1]), torch.tensor([0]), edge_perm=torch.tensor([7]))
+    with pytest.raises(ValueError, match="edge_perm must be 1-D"):
+        CSCGraph(torch.tensor([0, 1]), torch.tensor([0]), edge_perm=torch.tensor([[0]]))
+    with pytest.raises(ValueError, match="edge_index holds node id -3"):  # not "num_nodes", never given
+        CSCGraph.from_edge_index(torch.tensor([[-3], [-2]]))

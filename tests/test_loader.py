@@ -192,6 +192,14 @@ def test_cora_accuracy():
     (dict(weight_attr="w"), NotImplementedError, "weight_attr"),
     (dict(directed=False), NotImplementedError, "directed"),
     (dict(no_such_argument=1), TypeError, "no_such_argument"),
+    (dict(input_id=torch.arange(300)), NotImplementedError, "input_id"),  # PyG's NodeLoader's own
+    (dict(custom_cls=object), NotImplementedError, "custom_cls"),
+    (dict(seed="a"), TypeError, "seed must be an int"),
+    (dict(seed=1.9), TypeError, "seed must be an int"),
+    (dict(seed=True), TypeError, "seed must be an int"),
+    (dict(seed=2**70), ValueError, r"seed must be in \[0, 2\*\*62\)"),
+    (dict(seed=-1), ValueError, "seed must be in"),
+    (dict(num_neighbors=[5000], replace=True), ValueError, r"num_neighbors\[0\] = 5000: .* at most 1024"),
 ])
 def test_bad_arguments(kwargs, error, match):
     data = random_data()
@@ -199,6 +207,63 @@ def test_bad_arguments(kwargs, error, match):
     args.update(kwargs)
     with pytest.raises(error, match=match):
         NeighborLoader(data, **args)
+
+
+def test_pyg_defaults_given_explicitly_are_accepted():
+    from torch_geometric.sampler.base import SubgraphType
+    data = random_data()
+    for kwargs in (dict(subgraph_type=SubgraphType.directional), dict(subgraph_type="directional"),
+                   dict(input_id=None, custom_cls=None, directed=True, disjoint=False)):
+        NeighborLoader(data, [2], batch_size=8, **kwargs)
+    with pytest.raises(NotImplementedError, match="subgraph_type"):
+        NeighborLoader(data, [2], batch_size=8, subgraph_type=SubgraphType.induced)
+
+
+def test_fanouts_past_the_kernels_take_every_neighbour():
+    # without replacement a fanout no node's degree reaches is "all of them":
+    # the batches of -1, whatever the fanout (PyG takes such fanouts too)
+    data = random_data()
+    with reference_on_cpu():
+        big = list(NeighborLoader(data, [5000, 2], batch_size=32, seed=3, device="cpu"))
+        every = list(NeighborLoader(data, [-1, 2], batch_size=32, seed=3, device="cpu"))
+    assert len(big) == len(every)
+    for a, b in zip(big, every):
+        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
+    hubbed = hub_data(hub_degree=2000)  # node 0 gets 2000 more neighbours
+    hub = int(torch.bincount(hubbed.edge_index[1], minlength=300).max())
+    assert hub > 2000
+    with pytest.raises(ValueError, match=f"num_neighbors\\[0\\] = 1500: .*a node here has {hub}"):
+        NeighborLoader(hubbed, [1500], batch_size=8, device="cpu")
+
+
+def hub_data(hub_degree):
+    data = random_data()
+    extra = torch.stack([torch.randint(0, 300, (hub_degree,), generator=torch.Generator().manual_seed(1)),
+                         torch.zeros(hub_degree, dtype=torch.long)])
+    data.edge_index = torch.cat([data.edge_index, extra], 1)
+    return data
+
+
+def test_node_attributes_sliced_as_pyg_slices_them(device):
+    # numpy arrays are node (edge) attributes too, and a key with "index" in
+    # it is sliced along its last dim (PyG's __cat_dim__): as PyG's
+    # filter_data gives them, through its NodeLoader and our sampler
+    import numpy as np
+    data = random_data(edge_attr=True)
+    data.a = np.arange(300) * 2
+    data.pos_index = torch.arange(600).view(2, 300)
+    data.w = np.random.default_rng(0).random(data.num_edges)
+    data.note = "a graph attribute"
+    ours = NeighborLoader(data, [3, 2], batch_size=50, device=device, seed=7)
+    pyg = NodeLoader(data, PyGSampler(data, [3, 2], device=device, seed=7), batch_size=50)
+    for a, b in zip(ours, pyg):
+        a, b = a.to("cpu"), b.to("cpu")
+        assert set(a.keys()) == set(b.keys())
+        for key in ("a", "pos_index", "w", "edge_attr"):
+            assert isinstance(a[key], torch.Tensor) and a[key].dtype == b[key].dtype, key
+            assert torch.equal(a[key], b[key]), key
+        assert a.pos_index.shape == (2, a.num_nodes) and a.note == b.note
+    assert isinstance(data.a, np.ndarray) and data.pos_index.shape == (2, 300)  # untouched
 
 
 def test_bad_data():
@@ -260,8 +325,9 @@ def test_captured_hops_only_where_no_hop_syncs():
     assert keys([]) == 10
     assert keys([3, -1]) == 0  # fanout -1: sizes known only after a sync
     big = sampler_module._SYNC_ABOVE
-    assert keys([big, 2], batch_size=2) == 0  # the second hop trims its frontier (a sync)
-    assert keys([2, big], batch_size=2) == 2 + 4 + 4 * big  # the last hop never trims
+    assert keys([1, 2], batch_size=big + 1) == 0  # the second hop trims its frontier (a sync)
+    assert keys([1, 2], batch_size=big) == big + big + 2 * big  # up to _SYNC_ABOVE it does not
+    assert keys([2], batch_size=big) == big + 2 * big  # the last hop never trims
     assert not NeighborSampler(graph, [3], device="cpu").cuda_graph  # CPU: no graphs
 
 
@@ -288,3 +354,22 @@ def test_cuda_graph_replay_matches_eager(placement):
         for key in ("node", "row", "col", "edge", "num_sampled_nodes", "num_sampled_edges"):
             a, b = getattr(eager, key), getattr(replayed, key)
             assert (torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b), key
+
+
+def test_sampler_checks_its_seeds():
+    # the loader's seeds were checked as input_nodes; a sampler used alone
+    # checks each call's (an id past indptr would be read as a row)
+    from tritongnn import CSCGraph, NeighborSampler
+    data = random_data()
+    sampler = NeighborSampler(CSCGraph.from_edge_index(data.edge_index, 300), [2], device="cpu")
+    with pytest.raises(ValueError, match="seeds holds node id 300"):
+        sampler.sample(torch.tensor([1, 300]))
+    with pytest.raises(ValueError, match="seeds holds node id -1"):
+        sampler.sample(torch.tensor([-1]))
+    with pytest.raises(TypeError, match="seeds must be a 1-D int64 tensor"):
+        sampler.sample(torch.tensor([1, 2], dtype=torch.int32))
+    with pytest.raises(ValueError, match="seeds_list holds node id 301"):
+        sampler.sample_many([torch.tensor([1]), torch.tensor([301])])
+    with pytest.raises(ValueError, match="holds node id 300"):  # through PyG's NodeLoader
+        list(NodeLoader(data, PyGSampler(data, [2], device="cpu"), input_nodes=torch.tensor([300]),
+                        batch_size=1))

@@ -67,10 +67,13 @@ class CSCGraph:
             raise ValueError(f"indices must be 1-D, got shape {tuple(indices.shape)}")
         num_nodes = indptr.numel() - 1
         self.indptr = indptr.to(torch.int64)
-        self.indices = indices.to(_index_dtype(num_nodes))
+        # checked in the dtype given, then narrowed: a cast first would wrap
+        # ids past int32 into range
+        self.indices = indices
         self.edge_perm = None if edge_perm is None else _as_index(edge_perm, "edge_perm").to(torch.int64)
         if validate:
             self._validate()
+        self.indices = indices.to(_index_dtype(num_nodes))
 
     def _validate(self) -> None:
         indptr, indices = self.indptr, self.indices
@@ -87,8 +90,14 @@ class CSCGraph:
             if lo < 0 or hi >= self.num_nodes:
                 bad = lo if lo < 0 else hi
                 raise ValueError(f"indices holds node id {bad}, outside [0, {self.num_nodes})")
-        if self.edge_perm is not None and self.edge_perm.numel() != num_edges:
-            raise ValueError(f"edge_perm has {self.edge_perm.numel()} entries, expected {num_edges}")
+        if self.edge_perm is not None:
+            if self.edge_perm.dim() != 1 or self.edge_perm.numel() != num_edges:
+                raise ValueError(f"edge_perm must be 1-D with one entry per edge ({num_edges}), got shape "
+                                 f"{tuple(self.edge_perm.shape)}")
+            if num_edges:
+                lo, hi = int(self.edge_perm.min()), int(self.edge_perm.max())
+                if lo < 0 or hi >= num_edges:
+                    raise ValueError(f"edge_perm holds edge id {lo if lo < 0 else hi}, outside [0, {num_edges})")
 
     @classmethod
     def from_edge_index(cls, edge_index: torch.Tensor, num_nodes: int | None = None,
@@ -108,8 +117,8 @@ class CSCGraph:
         device = edge_index.device if device is None else torch.device(device)
         edge_index = edge_index.to(device)
         num_edges = edge_index.size(1)
-        if num_nodes is None:
-            num_nodes = int(edge_index.max()) + 1 if num_edges else 0
+        if num_nodes is None:  # (negative ids are refused below, by name)
+            num_nodes = max(int(edge_index.max()) + 1, 0) if num_edges else 0
         if not isinstance(num_nodes, int) or isinstance(num_nodes, bool) or num_nodes < 0:
             raise ValueError(f"num_nodes must be a non-negative int, got {num_nodes!r}")
         if num_edges:

@@ -75,6 +75,17 @@ def _uniform_below(seed, offset, n):
 
 
 @triton.jit
+def _floyd_step(seed, b_draw, b_deg, b_chosen, o_j, s, FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr):
+    """Step ``s`` of Floyd's subset draw for a tile of nodes: draw t in
+    ``[0, deg - FANOUT + s]``; take it, or the top if already taken."""
+    b_top = b_deg - FANOUT + s  # [BN]
+    b_t = _uniform_below(seed, b_draw * FANOUT_PAD + s, b_top + 1)
+    b_seen = tl.sum((b_chosen == b_t[:, None]).to(tl.int32), axis=1) > 0
+    b_new = tl.where(b_seen, b_top, b_t)
+    return tl.where(o_j[None, :] == s, b_new[:, None], b_chosen)
+
+
+@triton.jit
 def _draw_positions(seed, b_draw, b_deg, m_n, FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr,
                     REPLACE: tl.constexpr, PER_NODE_SEED: tl.constexpr, BLOCK_NODES: tl.constexpr):
     """Row positions drawn for a tile of nodes: ``[BN, FP]`` picks and the
@@ -95,13 +106,15 @@ def _draw_positions(seed, b_draw, b_deg, m_n, FANOUT: tl.constexpr, FANOUT_PAD: 
         b_full = b_deg <= FANOUT
         b_chosen = tl.full([BLOCK_NODES, FANOUT_PAD], -1, tl.int64)
         if tl.max((m_n & ~b_full).to(tl.int32), axis=0) > 0:  # a tile of full nodes draws nothing
-            # Floyd's algorithm, all nodes of the tile in lock step.
-            for s in tl.static_range(FANOUT):
-                b_top = b_deg - FANOUT + s  # [BN] draw t in [0, b_top]
-                b_t = _uniform_below(seed, b_draw * FANOUT_PAD + s, b_top + 1)
-                b_seen = tl.sum((b_chosen == b_t[:, None]).to(tl.int32), axis=1) > 0
-                b_new = tl.where(b_seen, b_top, b_t)
-                b_chosen = tl.where(o_j[None, :] == s, b_new[:, None], b_chosen)
+            # Floyd's algorithm, all nodes of the tile in lock step: unrolled
+            # for the usual fanouts, a loop past 32 steps (unrolling hundreds
+            # takes minutes to compile)
+            if FANOUT <= 32:
+                for s in tl.static_range(FANOUT):
+                    b_chosen = _floyd_step(seed, b_draw, b_deg, b_chosen, o_j, s, FANOUT, FANOUT_PAD)
+            else:
+                for s in range(FANOUT):
+                    b_chosen = _floyd_step(seed, b_draw, b_deg, b_chosen, o_j, s, FANOUT, FANOUT_PAD)
         b_pick = tl.where(b_full[:, None], o_j[None, :], b_chosen)
         b_count = tl.minimum(b_deg, FANOUT)
     return b_pick, b_count
@@ -306,6 +319,9 @@ def sample_neighbors(
     """
     if not isinstance(fanout, int) or isinstance(fanout, bool) or fanout < -1:
         raise ValueError(f"fanout must be an int >= -1 (-1 = all neighbours), got {fanout!r}")
+    if fanout > MAX_FANOUT:
+        raise ValueError(f"fanout={fanout}: the kernels draw at most {MAX_FANOUT} neighbours per node "
+                         f"(-1 takes them all)")
     check_method(method, d_max)
     device = frontier.device
     _check_batches(frontier, frontier_batch, batch_ptr, seed, device)
@@ -384,6 +400,9 @@ def sample_neighbors(
 
 
 METHODS = ("foundation", "grouped", "grouped_split")
+# neighbours drawn per node at most: a node's draws are one [fanout]-wide row
+# of a register tile (and its Floyd draw a loop of fanout steps)
+MAX_FANOUT = 1024
 
 
 def check_method(method: str, d_max: int) -> None:

@@ -23,12 +23,15 @@ references of the kernels.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import itertools
+import numbers
 import os
 import queue
 import threading
 import warnings
 
+import numpy as np
 import torch
 from torch_geometric.data import Data
 
@@ -65,6 +68,8 @@ _UNSUPPORTED = {
     "sampler": None,
     "batch_sampler": None,
     "generator_device": None,
+    "custom_cls": None,  # (PyG's NodeLoader's own, reached through NeighborLoader's kwargs)
+    "input_id": None,
 }
 # DataLoader worker settings: there are no workers (sampling runs on the GPU in
 # this process), so these have no effect; say so instead of dropping them.
@@ -79,6 +84,8 @@ def _check_kwargs(kwargs: dict) -> None:
     for name, value in kwargs.items():
         if name in _UNSUPPORTED:
             default = _UNSUPPORTED[name]
+            if isinstance(value, enum.Enum):  # e.g. SubgraphType.directional, PyG's default
+                value = value.value
             if value is not default and value != default:
                 raise NotImplementedError(
                     f"tritongnn.NeighborLoader does not support {name}={value!r} yet")
@@ -254,6 +261,11 @@ class NeighborLoader:
             raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
         if generator is not None and generator.device.type != "cpu":
             raise ValueError(f"generator must be a CPU torch.Generator, got one on {generator.device}")
+        if seed is not None:
+            if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
+                raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+            if not 0 <= seed < 2**62:
+                raise ValueError(f"seed must be in [0, 2**62), got {seed}")
         self.device = torch.device(device if device is not None else
                                    ("cuda" if torch.cuda.is_available() else "cpu"))
         if self.device.type == "cuda" and self.device.index is None:
@@ -299,7 +311,7 @@ class NeighborLoader:
             shuffle_seed = 0 if seed is None else int(seed)
             self._shards = SeedShards(self.input_nodes.numel(), self.rank, self.world_size, self.shuffle,
                                       self.drop_last, shuffle_seed)
-            seed = shuffle_seed * self.world_size + self.rank  # each rank samples its own neighbours
+            seed = (shuffle_seed * self.world_size + self.rank) % 2**63  # each rank samples its own neighbours
         if generator is None:
             seed = int(torch.randint(0, 2**62, (1,))) if seed is None else int(seed)
             generator = torch.Generator().manual_seed(seed)
@@ -624,10 +636,21 @@ class NeighborLoader:
                 # PyG would copy such a y whole as a graph attribute: node
                 # labels with the wrong row count are a bug, say so
                 raise ValueError(f"data.y has {value.size(0)} rows, expected num_nodes={num_nodes}")
-            if isinstance(value, torch.Tensor) and data.is_node_attr(key):
-                self._node_attrs[key] = value.to(self.device)
-            elif isinstance(value, torch.Tensor) and data.is_edge_attr(key):
-                self._edge_attrs[key] = value.to(self.device)
+            # sliced along PyG's cat dim (-1 for keys with "index" in them),
+            # numpy arrays too (as torch tensors, as PyG's batches hold them)
+            if isinstance(value, (torch.Tensor, np.ndarray)) and (data.is_node_attr(key) or data.is_edge_attr(key)):
+                attrs = self._node_attrs if data.is_node_attr(key) else self._edge_attrs
+                dim = data.__cat_dim__(key, value)
+                if not isinstance(dim, int):
+                    raise NotImplementedError(f"data.{key}: an attribute sliced along two dims ({dim}) is "
+                                              f"not supported yet")
+                if isinstance(value, np.ndarray):
+                    try:
+                        value = torch.from_numpy(value)
+                    except TypeError as error:
+                        raise TypeError(f"data.{key} is a numpy array of dtype {value.dtype}, which has no "
+                                        f"torch dtype to slice it as") from error
+                attrs[key] = (value.to(self.device), dim)
             else:
                 self._graph_attrs[key] = value
         x = data.x
@@ -690,9 +713,11 @@ class NeighborLoader:
             group = batches[first:first + self.super_batch]
             start = self.times.mark()
             if len(group) == 1:
-                outs = [self.sampler.sample(self._seeds[group[0]], self.generator)]
+                # (validate=False: the seeds were checked once, as input_nodes)
+                outs = [self.sampler.sample(self._seeds[group[0]], self.generator, validate=False)]
             else:
-                outs = self.sampler.sample_many([self._seeds[input_id] for input_id in group], self.generator)
+                outs = self.sampler.sample_many([self._seeds[input_id] for input_id in group], self.generator,
+                                                validate=False)
             sampled = self.times.mark()
             for input_id, out in zip(group, outs):
                 yield input_id, out, start, sampled, 1.0 / len(group)
@@ -759,12 +784,12 @@ class NeighborLoader:
                                    dynamic.observe(node) if dynamic is not None else None, reused)
         if self.x is None or self._set_num_nodes:
             batch.num_nodes = n_id.numel()
-        for key, value in self._node_attrs.items():
-            batch[key] = value[n_id]
+        for key, (value, dim) in self._node_attrs.items():
+            batch[key] = value.index_select(dim, n_id)
         if self._edge_attrs:
             batch.e_id = out.edge
-            for key, value in self._edge_attrs.items():
-                batch[key] = value[out.edge]
+            for key, (value, dim) in self._edge_attrs.items():
+                batch[key] = value.index_select(dim, out.edge)
         for key, value in self._graph_attrs.items():
             batch[key] = value
         batch.input_id = input_id

@@ -48,7 +48,7 @@ from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
 from ..graph import CSCGraph
 from ..kernels import IdMap, draw_seeds, sample_neighbors
-from ..kernels.sample import check_method
+from ..kernels.sample import MAX_FANOUT, check_method
 from ..kernels._launch import host_list, use_triton
 
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
@@ -73,6 +73,27 @@ def check_num_neighbors(num_neighbors) -> list[int]:
         if fanout < -1:
             raise ValueError(f"num_neighbors[{hop}] = {fanout}: a fanout must be >= 0, or -1 for all neighbours")
     return list(num_neighbors)
+
+
+def _within_kernel_fanouts(num_neighbors: list[int], graph: CSCGraph, replace: bool) -> list[int]:
+    """``num_neighbors`` with each fanout above the kernels' ``MAX_FANOUT``
+    that no node's degree reaches (without replacement: every neighbour is
+    taken, as with -1, in the same order) written as -1; ValueError for one
+    that cannot be (with replacement, or a node of higher degree)."""
+    if all(fanout <= MAX_FANOUT for fanout in num_neighbors):
+        return num_neighbors
+    max_degree = int(graph.degree().max()) if graph.num_nodes else 0
+    out = []
+    for hop, fanout in enumerate(num_neighbors):
+        if fanout > MAX_FANOUT:
+            if replace or fanout < max_degree:
+                raise ValueError(
+                    f"num_neighbors[{hop}] = {fanout}: the sampling kernels draw at most {MAX_FANOUT} "
+                    f"neighbours per node" + ("" if replace else f" (a node here has {max_degree})")
+                    + "; -1 takes every neighbour")
+            fanout = -1
+        out.append(fanout)
+    return out
 
 
 def _on_device(t: torch.Tensor, device: torch.device) -> bool:
@@ -158,6 +179,7 @@ class NeighborSampler:
         check_method(method, d_max)
         self.graph = graph
         self.num_neighbors = check_num_neighbors(num_neighbors)
+        self._fanouts = _within_kernel_fanouts(self.num_neighbors, graph, replace)  # what the kernels get
         self.replace = bool(replace)
         self.device = torch.device(device)
         self.return_eid = return_eid
@@ -178,7 +200,7 @@ class NeighborSampler:
         # no bound: start from what the hops before it give and let the map grow.
         most = self.graph.num_nodes + batch_size
         bound = layer = batch_size
-        for fanout in self.num_neighbors:
+        for fanout in self._fanouts:
             if fanout == -1:
                 return min(most, max(16 * bound, 1 << 16))
             layer *= fanout
@@ -192,7 +214,7 @@ class NeighborSampler:
         of the id map (seeds plus every candidate), or 0 when a hop syncs:
         fanout -1, or a frontier trimmed past ``_SYNC_ABOVE``."""
         total = layer = batch_size
-        for hop, fanout in enumerate(self.num_neighbors):
+        for hop, fanout in enumerate(self._fanouts):
             if fanout == -1 or (hop > 0 and layer > _SYNC_ABOVE):
                 return 0
             layer *= fanout
@@ -222,7 +244,7 @@ class NeighborSampler:
         frontier_batch = seeds_batch
         num_batches = 1 if batch_ptr is None else batch_ptr.numel() - 1
         hops = []
-        for hop, fanout in enumerate(self.num_neighbors):
+        for hop, fanout in enumerate(self._fanouts):
             edges = sample_neighbors(self.graph.indptr, self.graph.indices, frontier, frontier_local,
                                      num_frontier, fanout, self.replace, generator, self.return_eid,
                                      seed=None if rng is None else rng[hop], frontier_batch=frontier_batch,
@@ -269,8 +291,27 @@ class NeighborSampler:
     def _edge_ids(self, edge: torch.Tensor) -> torch.Tensor:
         return edge if self._edge_perm is None else self._edge_perm[edge]
 
-    def sample(self, seeds: torch.Tensor, generator: torch.Generator | None = None) -> SamplerOutput:
-        """Sample around ``seeds`` (``[B]`` int64 on ``device``, ids in range).
+    def _check_seeds(self, seeds, name: str) -> None:
+        if not isinstance(seeds, torch.Tensor) or seeds.dtype != torch.int64 or seeds.dim() != 1:
+            raise TypeError(f"{name} must be a 1-D int64 tensor, got "
+                            f"{getattr(seeds, 'dtype', type(seeds).__name__)} of shape "
+                            f"{tuple(getattr(seeds, 'shape', ()))}")
+        if not _on_device(seeds, self.device):
+            raise ValueError(f"{name} lives on {seeds.device}, the sampler on {self.device}")
+
+    def _check_range(self, seeds: torch.Tensor, name: str) -> None:
+        # one host sync: a kernel would read past indptr for an id out of range
+        if seeds.numel():
+            lo, hi = host_list(torch.stack(torch.aminmax(seeds)))
+            if lo < 0 or hi >= self.graph.num_nodes:
+                raise ValueError(f"{name} holds node id {lo if lo < 0 else hi}, outside "
+                                 f"[0, {self.graph.num_nodes})")
+
+    def sample(self, seeds: torch.Tensor, generator: torch.Generator | None = None,
+               validate: bool = True) -> SamplerOutput:
+        """Sample around ``seeds`` (``[B]`` int64 on ``device``, ids in range;
+        checked, with one host sync, unless ``validate=False``: the loader's
+        seeds were checked once, as ``input_nodes``).
 
         Returns:
             ``SamplerOutput`` with ``node`` (n_id, hop order, seeds first),
@@ -278,6 +319,9 @@ class NeighborSampler:
             ``edge`` (e_id, or None), ``num_sampled_nodes`` (``[B, new nodes
             per hop...]``) and ``num_sampled_edges`` (per hop), as lists.
         """
+        if validate:
+            self._check_seeds(seeds, "seeds")
+            self._check_range(seeds, "seeds")
         rng = self._draw_rng(generator)  # one draw per hop, so both paths agree
         captured = self._replayable(seeds.numel()) if self.cuda_graph and seeds.numel() else None
         if captured is not None:
@@ -301,7 +345,8 @@ class NeighborSampler:
                              num_sampled_nodes=[seeds.numel()] + num_new,
                              num_sampled_edges=num_edges)
 
-    def sample_many(self, seeds_list, generator: torch.Generator | None = None) -> list[SamplerOutput]:
+    def sample_many(self, seeds_list, generator: torch.Generator | None = None,
+                    validate: bool = True) -> list[SamplerOutput]:
         """Sample K batches in one pass (a super-batch); the same outputs, bit
         for bit, as ``[self.sample(seeds, generator) for seeds in seeds_list]``,
         and the generator ends in the same state.
@@ -310,6 +355,7 @@ class NeighborSampler:
             seeds_list: K tensors of seeds (``[B_k]`` int64 on ``device``,
                 ids in range; sizes may differ, e.g. a short last batch).
             generator: the CPU ``torch.Generator`` the per-hop seeds come from.
+            validate: check the ids' range (one host sync), as ``sample``.
 
         Returns:
             K ``SamplerOutput``s, each in the contract of ``sample``.
@@ -323,17 +369,15 @@ class NeighborSampler:
         if not seeds_list:
             raise ValueError("seeds_list is empty: give at least one batch of seeds")
         for k, seeds in enumerate(seeds_list):
-            if not isinstance(seeds, torch.Tensor) or seeds.dtype != torch.int64 or seeds.dim() != 1:
-                raise TypeError(f"seeds_list[{k}] must be a 1-D int64 tensor, got "
-                                f"{getattr(seeds, 'dtype', type(seeds).__name__)}")
-            if not _on_device(seeds, self.device):
-                raise ValueError(f"seeds_list[{k}] lives on {seeds.device}, the sampler on {self.device}")
+            self._check_seeds(seeds, f"seeds_list[{k}]")
         num_batches = len(seeds_list)
         sizes = [seeds.numel() for seeds in seeds_list]
         total = sum(sizes)
+        if validate and total:
+            self._check_range(torch.cat(list(seeds_list)), "seeds_list")
         if num_batches == 1 or total == 0 or not use_triton(self.device):
             # the CPU path's reference draws every number from the generator in turn
-            return [self.sample(seeds, generator) for seeds in seeds_list]
+            return [self.sample(seeds, generator, validate=False) for seeds in seeds_list]
 
         rng = self._draw_rng(generator, num_batches)
         seeds = torch.cat(list(seeds_list))
