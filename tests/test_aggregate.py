@@ -84,13 +84,13 @@ def test_grouping_is_shared_by_layers_and_renewed_on_change(device):
     edge_index = torch.stack([torch.randint(0, 9, (40,), generator=g),
                               torch.randint(0, 5, (40,), generator=g)]).to(device)
     x = torch.randn(9, 4, generator=g).to(device)
-    first = agg._grouping(edge_index, 9, 5)
-    assert agg._grouping(edge_index, 9, 5) is first
-    assert agg._grouping(edge_index, 9, 6) is not first  # other sizes
+    first = agg._grouping(edge_index, edge_index[0], edge_index[1], 9, 5)
+    assert agg._grouping(edge_index, edge_index[0], edge_index[1], 9, 5) is first
+    assert agg._grouping(edge_index, edge_index[0], edge_index[1], 9, 6) is not first  # other sizes
     edge_index[0] = edge_index[0].flip(0).clone()
     expected = scatter(x[edge_index[0]], edge_index[1], dim=0, dim_size=5, reduce="sum")
     torch.testing.assert_close(aggregate(x, edge_index, 5), expected)
-    assert agg._grouping(edge_index, 9, 5) is not first
+    assert agg._grouping(edge_index, edge_index[0], edge_index[1], 9, 5) is not first
     key = id(edge_index)
     del edge_index
     assert key not in agg._GROUPINGS  # freed with its edge_index
@@ -107,9 +107,9 @@ def test_known_destination_order(device, monkeypatch):
     checks = []
     check = agg.Grouping.__init__
 
-    def counting(self, dst, num_src, num_dst, presorted=None):
+    def counting(self, dst, num_src, num_dst, presorted=None, src=None):
         checks.append(presorted is None)
-        check(self, dst, num_src, num_dst, presorted)
+        check(self, dst, num_src, num_dst, presorted, src)
     monkeypatch.setattr(agg.Grouping, "__init__", counting)
 
     def expected(e, num_dst):
@@ -133,7 +133,7 @@ def test_known_destination_order(device, monkeypatch):
     assert not agg._known_sorted(unsorted)
     assert checks[3:] == [True, False, True]
     monkeypatch.setattr(agg, "KNOWN_ORDER", False)  # the timing switch: every edge_index checked
-    aggregate(x, checked[:, :20], 5)
+    aggregate(x, checked[:, :20], 6)
     assert checks[-1] is True
     with pytest.raises(TypeError, match="edge_index must be"):
         agg.mark_sorted_by_dst([[0, 1], [0, 0]])
@@ -167,6 +167,47 @@ def test_aggregate_bad_arguments():
         aggregate(x, torch.zeros(2, 3, dtype=torch.int64), 1, edge_weight=torch.ones(2))
     with pytest.raises(ValueError, match="x must be 2-D"):
         aggregate(x[0], torch.zeros(2, 3, dtype=torch.int64), 1)
+    with pytest.raises(TypeError, match="float32, float16 or bfloat16"):
+        aggregate(x.double(), torch.zeros(2, 3, dtype=torch.int64), 1)
+    for num_dst in (-1, 2.5, "3", True):
+        with pytest.raises(ValueError, match="num_dst"):
+            aggregate(x, torch.zeros(2, 3, dtype=torch.int64), num_dst)
+    # ids out of range, in the check of an edge_index of unknown order
+    with pytest.raises(ValueError, match=r"edge_index\[1\] holds node id 9, outside \[0, 6\)"):
+        aggregate(x, torch.tensor([[0, 1, 2], [0, 1, 9]]), 6)
+    with pytest.raises(ValueError, match=r"edge_index\[0\] holds node id 1000000, outside \[0, 4\)"):
+        aggregate(x, torch.tensor([[0, 1, 1000000], [0, 1, 1]]), 6)
+
+
+def test_strided_edge_index_and_weights(device):
+    # a transposed [E, 2] (the common torch.tensor(pairs).t()) and a column
+    # of edge_attr as edge_weight: the kernels read rows of stride 1
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(6, 4, generator=g).to(device)
+    edge_index = torch.tensor([[1, 0], [2, 0], [3, 1], [4, 2], [5, 2]]).t().to(device)
+    weight = torch.rand(5, 2, generator=g)[:, 0].to(device)
+    assert not edge_index[0].is_contiguous() and not weight.is_contiguous()
+    for w in (None, weight):
+        expected = PyGSimpleConv("sum")(x, edge_index, w)
+        torch.testing.assert_close(SimpleConv("sum")(x, edge_index, w), expected)
+
+
+def test_layers_leave_what_the_kernel_does_not_take_to_pyg():
+    # float64 (the kernels accumulate in float32), int32 ids, [E, 1]
+    # weights: PyG's own propagate, with its results; a size that does not
+    # match x: PyG's error
+    torch.manual_seed(0)
+    x = torch.randn(50, 8, dtype=torch.float64)
+    edge_index = torch.randint(0, 50, (2, 400))
+    torch.testing.assert_close(SimpleConv("sum")(x, edge_index), PyGSimpleConv("sum")(x, edge_index))
+    ours, theirs = pair("mean")
+    x32 = x.float()[:, :1].expand(50, 12).contiguous()
+    torch.testing.assert_close(ours(x32, edge_index.int()), theirs(x32, edge_index.int()))
+    w = torch.rand(400, 1)
+    torch.testing.assert_close(SimpleConv("sum")(x.float(), edge_index, w),
+                               PyGSimpleConv("sum")(x.float(), edge_index, w))
+    with pytest.raises(ValueError, match="expected size 3"):
+        ours((x32, x32[:1]), torch.tensor([[0, 1, 2, 3], [0, 1, 2, 2]]), size=(50, 3))
 
 
 # The layers' own tests: PyG's contract, on the CPU through the reference

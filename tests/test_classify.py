@@ -102,3 +102,13 @@ def test_classify_bad_arguments():
     with pytest.raises(ValueError, match="batch_ptr"):
         classify_frontier(*args, 2, frontier_batch=torch.zeros(2, dtype=torch.int64),
                           batch_ptr=torch.zeros(1, dtype=torch.int64))
+
+
+def test_strided_frontier(device):
+    # a frontier with stride 2 (a column of a [n, 2] tensor) reads as its values
+    indptr = torch.tensor([0, 2, 3, 7, 12]).to(device)
+    frontier = torch.tensor([[3, 0], [0, 0], [2, 0]])[:, 0].to(device)
+    got = classify_frontier(indptr, frontier, torch.tensor([3], device=device), 2)
+    want = reference.classify_frontier(indptr.cpu(), frontier.contiguous().cpu(), torch.tensor([3]), 2)
+    assert got.degree.cpu().tolist() == want.degree.tolist() == [5, 2, 4]
+    assert torch.equal(got.edge_ptr.cpu(), want.edge_ptr)

@@ -159,6 +159,17 @@ def test_gather_bad_arguments():
         gather_rows(x, torch.zeros(1, dtype=torch.int32))
     with pytest.raises(ValueError, match="out must be"):
         gather_rows(x, torch.zeros(2, dtype=torch.int64), out=torch.empty(3, 4))
+    for ids, bad in ((torch.tensor([-1, 0]), -1), (torch.tensor([3, 10**7]), 10**7)):
+        with pytest.raises(ValueError, match=rf"ids holds row id {bad}, outside \[0, 10\)"):
+            gather_rows(x, ids)
+    with pytest.raises(TypeError, match="hot must have table's dtype"):
+        gather_rows(x, torch.zeros(1, dtype=torch.int64), hot=x[:2].half(), num_hot=2)
+
+
+def test_gather_strided_ids(device):
+    table = torch.arange(20.).view(5, 4).to(device)
+    ids = torch.tensor([[4, 0], [1, 0], [3, 0]])[:, 0].to(device)  # stride 2
+    assert torch.equal(gather_rows(table, ids), table[ids])
 
 
 def test_gather_persistent_grid(monkeypatch):

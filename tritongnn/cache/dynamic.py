@@ -255,7 +255,7 @@ class DynamicCache:
         newcomers = node[newcomer][:limit]
         free = torch.nonzero(~stays).flatten()[:newcomers.numel()]
         newcomers = newcomers[:free.numel()]
-        staged = gather_rows(self.x, newcomers + self.num_static, row_map=self.row_map)
+        staged = gather_rows(self.x, newcomers + self.num_static, row_map=self.row_map, validate=False)
         return newcomers, free, staged
 
     def _pending_ready(self) -> bool:

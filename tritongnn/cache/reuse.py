@@ -103,7 +103,7 @@ class GroupReuse:
         if dynamic_slot is not None:
             cold = cold[dynamic_slot[cold - self.num_static] < 0]
         staged = torch.unique(cold)  # sorted
-        self.rows = gather_rows(table, staged, row_map=row_map)
+        self.rows = gather_rows(table, staged, row_map=row_map, validate=False)
         self.slot[staged - self.num_static] = torch.arange(staged.numel(), dtype=torch.int32,
                                                            device=staged.device)
         self._staged = staged

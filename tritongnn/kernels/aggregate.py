@@ -43,7 +43,7 @@ import triton
 import triton.language as tl
 
 from . import reference
-from ._launch import interpreted_block, next_power_of_2, use_triton
+from ._launch import host_list, interpreted_block, next_power_of_2, use_triton
 
 
 @triton.jit(do_not_specialize=["num_segments"])
@@ -273,11 +273,21 @@ class Grouping:
     batch alive.
     """
 
-    def __init__(self, dst: torch.Tensor, num_src: int, num_dst: int, presorted: bool | None = None):
+    def __init__(self, dst: torch.Tensor, num_src: int, num_dst: int, presorted: bool | None = None,
+                 src: torch.Tensor | None = None):
         self.num_src, self.num_dst = num_src, num_dst
-        if presorted is None:  # the check: one comparison pass, one host sync
-            presorted = dst.numel() < 2 or bool((dst[1:] >= dst[:-1]).all())
-        self.presorted = presorted
+        if presorted is None and dst.numel():
+            # the check, one host sync: the order, and (with src) both rows'
+            # ranges (a kernel would read x past its end, or drop the edge)
+            checks = [(dst[1:] >= dst[:-1]).all().long(), *torch.aminmax(dst)]
+            if src is not None:
+                checks += torch.aminmax(src)
+            sizes = host_list(torch.stack(checks))
+            presorted = bool(sizes[0])
+            for name, (lo, hi), n in (("edge_index[1]", sizes[1:3], num_dst), ("edge_index[0]", sizes[3:5], num_src)):
+                if lo < 0 or hi >= n:
+                    raise ValueError(f"{name} holds node id {lo if lo < 0 else hi}, outside [0, {n})")
+        self.presorted = bool(presorted) or dst.numel() < 2
         self.dst_perm, self.dst_indptr = _segments(dst, num_dst, presorted)
 
     def by_dst(self, t: torch.Tensor) -> torch.Tensor:
@@ -288,13 +298,14 @@ _GROUPINGS: dict = {}  # id(edge_index) -> (weakref, version, sizes, Grouping)
 _GROUPINGS_MAX = 4
 
 
-def _grouping(edge_index: torch.Tensor, num_src: int, num_dst: int) -> Grouping:
+def _grouping(edge_index: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_src: int,
+              num_dst: int) -> Grouping:
     key = id(edge_index)
     entry = _GROUPINGS.get(key)
     if entry is not None and entry[0]() is edge_index and entry[1] == edge_index._version \
             and entry[2] == (num_src, num_dst):
         return entry[3]
-    grouping = Grouping(edge_index[1], num_src, num_dst, True if _known_sorted(edge_index) else None)
+    grouping = Grouping(dst, num_src, num_dst, True if _known_sorted(edge_index) else None, src=src)
     if grouping.presorted and KNOWN_ORDER:
         mark_sorted_by_dst(edge_index)  # its leading slices (the next layers') need no check
     while len(_GROUPINGS) >= _GROUPINGS_MAX:
@@ -353,11 +364,20 @@ def aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_dst: int, reduce: s
         raise ValueError(f"reduce must be 'sum', 'add' or 'mean', got {reduce!r}")
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D [num_nodes, dim], got shape {tuple(x.shape)}")
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"x must be float32, float16 or bfloat16 (the kernels accumulate in float32), "
+                        f"got {x.dtype}")
+    if not isinstance(num_dst, int) or isinstance(num_dst, bool) or num_dst < 0:
+        raise ValueError(f"num_dst must be an int >= 0, got {num_dst!r}")
     if edge_index.dim() != 2 or edge_index.size(0) != 2 or edge_index.dtype != torch.int64:
         raise ValueError(f"edge_index must be a [2, E] int64 tensor, got {edge_index.dtype} "
                          f"{tuple(edge_index.shape)}")
     if edge_weight is not None and edge_weight.shape != (edge_index.size(1),):
         raise ValueError(f"edge_weight must have shape [{edge_index.size(1)}] (one per edge), "
                          f"got {tuple(edge_weight.shape)}")
-    grouping = _grouping(edge_index, x.size(0), int(num_dst))
-    return _Aggregate.apply(x, edge_index[0], edge_index[1], grouping, reduce == "mean", edge_weight)
+    # the kernels read the rows with stride 1 (a transposed [E, 2] has 2)
+    src, dst = edge_index[0].contiguous(), edge_index[1].contiguous()
+    grouping = _grouping(edge_index, src, dst, x.size(0), num_dst)
+    if edge_weight is not None:
+        edge_weight = edge_weight.contiguous()
+    return _Aggregate.apply(x, src, dst, grouping, reduce == "mean", edge_weight)

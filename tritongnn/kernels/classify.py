@@ -350,6 +350,9 @@ def classify_frontier(
     tiered = hot_indptr is not None
     if not tiered:
         hot_indptr = indptr
+    # the kernels read every array with stride 1 (no copy when already so)
+    frontier = frontier.contiguous()
+    frontier_batch = None if frontier_batch is None else frontier_batch.contiguous()
     bound = frontier.numel()
     row_start = torch.empty(bound, dtype=torch.int64, device=device)
     degree = torch.empty_like(row_start)

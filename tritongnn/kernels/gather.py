@@ -65,7 +65,7 @@ import triton
 import triton.language as tl
 
 from . import reference
-from ._launch import check_readable, interpreted_block, next_power_of_2, use_triton
+from ._launch import check_readable, host_list, interpreted_block, next_power_of_2, use_triton
 
 
 @triton.jit(do_not_specialize=["n", "num_hot", "num_blocks"])
@@ -291,6 +291,7 @@ def gather_rows(
     prev_slot: torch.Tensor | None = None,
     row_map: torch.Tensor | None = None,
     warm: torch.Tensor | None = None,
+    validate: bool = True,
 ) -> torch.Tensor:
     """Gather ``table[ids]`` (``table[row_map[ids]]`` with ``row_map``) into
     ``out`` on ``ids``'s device.
@@ -298,8 +299,7 @@ def gather_rows(
     Args:
         table: ``[N, D]`` the full table (GPU memory, or pinned host memory
             read through UVA).
-        ids: ``[n]`` int64 row ids in ``[0, N)`` (not checked here: the
-            sampler produces them; validate user ids before).
+        ids: ``[n]`` int64 row ids in ``[0, N)``.
         out: ``[n, D]`` preallocated output on ``ids``'s device, same dtype.
         hot: ``[num_hot, D]`` GPU copy of the first ``num_hot`` rows, or None.
         num_hot: rows ``< num_hot`` are read from ``hot``.
@@ -319,6 +319,8 @@ def gather_rows(
             here rather than from ``table`` (the dual cache's copy of the
             rows next in hotness after its GPU tiers, packed so that a
             batch's misses share 64 KB pages; ``tritongnn.cache.dual``).
+        validate: check that ``ids`` are in range (one host sync); the
+            loader and the caches pass False for ids they made themselves.
 
     Returns:
         ``out``.
@@ -330,6 +332,15 @@ def gather_rows(
         raise ValueError(f"table must be 2-D [num_rows, dim], got shape {tuple(table.shape)}")
     if ids.dtype != torch.int64 or ids.dim() != 1:
         raise TypeError(f"ids must be a 1-D int64 tensor, got {ids.dtype} of shape {tuple(ids.shape)}")
+    if validate and ids.numel():
+        lo, hi = host_list(torch.stack(torch.aminmax(ids)))
+        if lo < 0 or hi >= table.size(0):
+            raise ValueError(f"ids holds row id {lo if lo < 0 else hi}, outside [0, {table.size(0)})")
+    ids = ids.contiguous()  # the kernels read every index array with stride 1
+    row_map, slot, prev_slot = (None if t is None else t.contiguous() for t in (row_map, slot, prev_slot))
+    for name, tier in (("hot", hot), ("dynamic", dynamic), ("previous", previous)):
+        if tier is not None and tier.dtype != table.dtype:
+            raise TypeError(f"{name} must have table's dtype {table.dtype}, got {tier.dtype}")
     device = ids.device
     if out is None:
         out = torch.empty((ids.numel(), table.size(1)), dtype=table.dtype, device=device)

@@ -333,6 +333,7 @@ def sample_neighbors(
                                           replace, generator, return_eid, frontier_batch, batch_ptr)
     check_readable(indptr, device, "indptr")
     check_readable(indices, device, "indices")
+    frontier_local = frontier_local.contiguous()  # read with stride 1 (classify makes the rest so)
     tiered = hot_indptr is not None or hot_indices is not None
     if tiered:
         if hot_indptr is None or hot_indices is None:

@@ -13,6 +13,7 @@ from torch_geometric.utils._trim_to_layer import TrimToLayer
 from ..kernels.aggregate import aggregate
 
 _KERNEL_AGGRS = {"mean": "mean", "sum": "sum", "add": "sum"}
+_KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # float32 accumulation: not float64
 
 
 class _KernelPropagate:
@@ -20,22 +21,33 @@ class _KernelPropagate:
     is ``x_j``, optionally times ``edge_weight``; PyG's own otherwise."""
 
     def _kernel_covers(self, edge_index, kwargs) -> bool:
-        return (isinstance(self.aggr, str) and self.aggr in _KERNEL_AGGRS
+        if not (isinstance(self.aggr, str) and self.aggr in _KERNEL_AGGRS
                 and isinstance(edge_index, torch.Tensor) and edge_index.layout == torch.strided
-                and edge_index.dim() == 2 and set(kwargs) <= {"x", "edge_weight"} and "x" in kwargs
+                and edge_index.dim() == 2 and edge_index.dtype == torch.int64
+                and set(kwargs) <= {"x", "edge_weight"} and "x" in kwargs
                 and not self._explain and not self._propagate_forward_pre_hooks
                 and not self._propagate_forward_hooks and self.flow == "source_to_target"
-                and self.decomposed_layers == 1)
+                and self.decomposed_layers == 1):
+            return False
+        x, weight = kwargs["x"], kwargs.get("edge_weight")
+        x_src = x[0] if isinstance(x, tuple) else x
+        # what the kernel takes; anything else (float64, [E, 1] weights, node
+        # features of more dims, ...) is PyG's to compute or to refuse
+        return (isinstance(x_src, torch.Tensor) and x_src.dim() == 2 and x_src.dtype in _KERNEL_DTYPES
+                and self.node_dim in (0, -2)
+                and (weight is None or (isinstance(weight, torch.Tensor) and weight.dim() == 1)))
 
     def propagate(self, edge_index, size=None, **kwargs):
         if not self._kernel_covers(edge_index, kwargs):
             return MessagePassing.propagate(self, edge_index, size=size, **kwargs)
         x = kwargs["x"]
         x_src, x_dst = x if isinstance(x, tuple) else (x, x)
-        if size is not None and size[1] is not None:
-            num_dst = size[1]
-        else:
-            num_dst = (x_dst if x_dst is not None else x_src).size(0)
+        # PyG's own checks of size against the inputs (as its propagate makes)
+        size = self._check_input(edge_index, size)
+        self._set_size(size, 0, x_src)
+        if x_dst is not None:
+            self._set_size(size, 1, x_dst)
+        num_dst = size[1] if size[1] is not None else size[0]
         return aggregate(x_src, edge_index, num_dst, _KERNEL_AGGRS[self.aggr], kwargs.get("edge_weight"))
 
 
