@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch_geometric.nn import MLP, GraphSAGE
 from torch_geometric.utils import degree
 
-from tritongnn.datasets import chung_lu, cora, load_npz, rmat
+from tritongnn.datasets import chung_lu, class_features, cora, load_npz, rmat
 from tritongnn.datasets import synthetic
 
 # The repository is cloned with shared/ beside it.
@@ -139,6 +139,21 @@ def test_load_npz_rejects_malformed(tmp_path, change, key):
     with pytest.raises(ValueError, match=key) as error:
         load_npz(path)
     assert "bad.npz" in str(error.value)
+
+
+def test_load_npz_rejects_files_that_are_no_npz_archive(tmp_path):
+    import zipfile
+    np.save(tmp_path / "a.npy", np.arange(3))
+    (tmp_path / "t.npz").write_text("hello")
+    with zipfile.ZipFile(tmp_path / "raw.npz", "w") as archive:
+        archive.writestr("indptr", b"abc")
+    np.savez(tmp_path / "obj.npz", indptr=np.array([0, 1]), indices=np.array([0]),
+             x=np.array([{}], dtype=object))
+    for name, match in (("a.npy", "an .npy array, not an .npz archive"), ("t.npz", "not an .npz archive"),
+                        ("raw.npz", "'indptr' is not a .npy array"), ("obj.npz", "not a plain array")):
+        with pytest.raises(ValueError, match=match) as error:
+            load_npz(tmp_path / name)
+        assert name in str(error.value)
 
 
 # ----------------------------------------------------------------------- generators
@@ -282,6 +297,11 @@ def test_generator_rejects_bad_arguments(call, match):
         (lambda: chung_lu(10.0, 10, device="cpu"), "num_nodes"),
         (lambda: rmat(True, 10, device="cpu"), "scale"),
         (lambda: chung_lu(10, 10, dtype=torch.int64, device="cpu"), "dtype"),
+        (lambda: chung_lu(10, 10, seed=1.5, device="cpu"), "seed"),
+        (lambda: rmat(4, 10, seed="1", device="cpu"), "seed"),
+        (lambda: chung_lu(10, 10, homophily="0.5", device="cpu"), "homophily"),
+        (lambda: chung_lu(10, 10, exponent="2", device="cpu"), "exponent"),
+        (lambda: class_features([0, 1], 3, 4), "y must be a 1-D int64 tensor"),
     ],
 )
 def test_generator_rejects_bad_types(call, match):

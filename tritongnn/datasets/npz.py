@@ -52,9 +52,23 @@ def load_npz(path: str | os.PathLike) -> Data:
         torch.Size([2, 3216152])
     """
     name = os.fspath(path)
-    with np.load(path, allow_pickle=False) as arrays:
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except OSError:
+        raise
+    except ValueError as error:  # not an .npz/.npy: numpy's message names neither
+        raise ValueError(f"{name}: not an .npz archive of arrays ({error})") from error
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise ValueError(f"{name}: an .npy array, not an .npz archive with 'indptr' and 'indices'")
+    with loaded as arrays:
         # Read every array once: NpzFile decompresses on each key access.
-        stored = {key: arrays[key] for key in arrays.files}
+        try:
+            stored = {key: arrays[key] for key in arrays.files}
+        except ValueError as error:  # e.g. an object array (pickled)
+            raise ValueError(f"{name}: a member is not a plain array ({error})") from error
+    for key, value in stored.items():
+        if not isinstance(value, np.ndarray):
+            raise ValueError(f"{name}: {key!r} is not a .npy array ({type(value).__name__})")
 
     for key in ("indptr", "indices"):
         if key not in stored:

@@ -140,12 +140,14 @@ def chung_lu(
     ):
         _check_positive_int(name, value)
     _check_probability("homophily", homophily)
+    _check_real("exponent", exponent)
     if not exponent > 1:
         raise ValueError(f"exponent must be > 1, got {exponent}")
     _check_signal(signal)
     _check_split(train_fraction, val_fraction, test_fraction)
     _check_float_dtype(dtype)
     device = _resolve_device(device)
+    _check_seed(seed)
     generator = torch.Generator(device=device).manual_seed(seed)
 
     y = torch.randint(num_classes, (num_nodes,), generator=generator, device=device)  # [N]
@@ -272,6 +274,7 @@ def rmat(
     _check_split(train_fraction, val_fraction, test_fraction)
     _check_float_dtype(dtype)
     device = _resolve_device(device)
+    _check_seed(seed)
     generator = torch.Generator(device=device).manual_seed(seed)
     num_nodes = 1 << scale
 
@@ -409,13 +412,16 @@ def class_features(
     _check_positive_int("num_features", num_features)
     _check_signal(signal)
     _check_float_dtype(dtype)
-    if y.dim() != 1 or y.dtype != torch.int64:
-        raise TypeError(f"y must be a 1-D int64 tensor, got {y.dtype} of shape {tuple(y.shape)}")
+    _check_seed(seed)
+    if not isinstance(y, torch.Tensor) or y.dim() != 1 or y.dtype != torch.int64:
+        raise TypeError(f"y must be a 1-D int64 tensor, got {getattr(y, 'dtype', type(y).__name__)} of shape "
+                        f"{tuple(getattr(y, 'shape', ()))}")
     if y.numel() and (int(y.min()) < 0 or int(y.max()) >= num_classes):
         raise ValueError(f"y must hold labels in [0, {num_classes}), got [{int(y.min())}, {int(y.max())}]")
-    if out is not None and (out.shape != (y.numel(), num_features) or out.dtype != dtype):
-        raise ValueError(f"out must be a [{y.numel()}, {num_features}] {dtype} tensor, "
-                         f"got {tuple(out.shape)} {out.dtype}")
+    if out is not None and (not isinstance(out, torch.Tensor) or out.shape != (y.numel(), num_features)
+                            or out.dtype != dtype):
+        got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"out must be a [{y.numel()}, {num_features}] {dtype} tensor, got {got}")
     generator = torch.Generator(device=y.device).manual_seed(seed)
     return _features(y, num_classes, num_features, signal, dtype, generator, out)
 
@@ -462,12 +468,26 @@ def _check_positive_int(name: str, value: object) -> None:
         raise ValueError(f"{name} must be positive, got {value}")
 
 
+def _check_real(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+
+
 def _check_probability(name: str, value: float) -> None:
+    _check_real(name, value)
     if not 0.0 <= value <= 1.0:
         raise ValueError(f"{name} must be in [0, 1], got {value}")
 
 
+def _check_seed(seed: object) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int, got {seed!r} ({type(seed).__name__})")
+    if not 0 <= seed < 2**63:
+        raise ValueError(f"seed must be in [0, 2**63), got {seed}")
+
+
 def _check_signal(signal: float) -> None:
+    _check_real("signal", signal)
     if not (math.isfinite(signal) and signal >= 0):
         raise ValueError(f"signal must be finite and >= 0, got {signal}")
 

@@ -112,13 +112,23 @@ def accuracy(model, loader, device):
     return correct / max(total, 1)
 
 
+def _distinct_host_bytes(loaders) -> int:
+    seen = {}
+    for loader in loaders:
+        for t in loader.host_arrays:
+            seen[(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())] = t.untyped_storage().nbytes()
+    return sum(seen.values())
+
+
 def report_host_memory(loaders) -> list[dict]:
     """Print (rank 0) and return every rank's host memory: its resident
     memory, split into private and shared pages, the host's shared memory
     and used memory (``tritongnn.host_memory.memory_usage``), and the bytes
     of the loaders' host arrays and how many ranks share them."""
     usage = memory_usage()
-    usage["host_array_bytes"] = sum(loader.host_memory["host_array_bytes"] for loader in loaders)
+    # loaders of one graph may hold the same arrays (on a CPU, the caller's
+    # own): each counted once
+    usage["host_array_bytes"] = _distinct_host_bytes(loaders)
     usage["shared_by_ranks"] = loaders[0].host_memory["shared_by_ranks"]
     ranks = [usage]
     if dist.is_initialized():
@@ -185,19 +195,35 @@ def run(name, data, args, device):
     return acc["test"]
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: an int >= 1 (its error names the option)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    value = int(text)
+    if not 0 <= value < 2**62:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2**62), got {value}")
+    return value
+
+
 def main(argv=None):
+    """Run the example; returns ``{dataset: final test accuracy}``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("--dataset", choices=["cora", "synthetic", "both"], default="both")
-    parser.add_argument("--epochs", type=int, default=None,
+    parser.add_argument("--epochs", type=_positive_int, default=None,
                         help="epochs per dataset (default: 20 on Cora, 3 on the synthetic graph)")
     parser.add_argument("--num-neighbors", type=int, nargs="+", default=[10, 10])
-    parser.add_argument("--batch-size", type=int, default=None,
+    parser.add_argument("--batch-size", type=_positive_int, default=None,
                         help="seeds per batch (default: 32 on Cora, 1024 on the synthetic graph)")
-    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--hidden", type=_positive_int, default=64)
     parser.add_argument("--lr", type=float, default=0.01)
-    parser.add_argument("--nodes", type=int, default=None,
+    parser.add_argument("--nodes", type=_positive_int, default=None,
                         help="synthetic graph nodes (default: 10^6 with a GPU, 2*10^4 without)")
-    parser.add_argument("--edges", type=int, default=None,
+    parser.add_argument("--edges", type=_positive_int, default=None,
                         help="synthetic graph directed edges (default: 20 per node)")
     parser.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     parser.add_argument("--placement", choices=["device", "host"], default="device",
@@ -210,7 +236,7 @@ def main(argv=None):
     parser.add_argument("--no-share-host-memory", dest="share_host_memory", action="store_false",
                         help="with --placement host under torchrun: every rank builds its own host copy "
                              "(default: one copy per host, shared by its ranks)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=_seed, default=0)
     args = parser.parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     launched = "RANK" in os.environ and "WORLD_SIZE" in os.environ  # by torchrun
@@ -226,17 +252,17 @@ def main(argv=None):
 
     results = {}
     if args.dataset in ("cora", "both"):
-        run_args = argparse.Namespace(**{**vars(args), "epochs": args.epochs or 20,
-                                         "batch_size": args.batch_size or 32})
+        run_args = argparse.Namespace(**{**vars(args), "epochs": _given(args.epochs, 20),
+                                         "batch_size": _given(args.batch_size, 32)})
         results["Cora"] = run("Cora", cora(), run_args, device)
     if args.dataset in ("synthetic", "both"):
-        nodes = args.nodes or (1_000_000 if device.type == "cuda" else 20_000)
-        edges = args.edges or 20 * nodes
+        nodes = _given(args.nodes, 1_000_000 if device.type == "cuda" else 20_000)
+        edges = _given(args.edges, 20 * nodes)
         start = time.perf_counter()
         data = chung_lu(nodes, edges, num_classes=16, num_features=128, seed=args.seed, device=device)
         say(f"\ngenerated the synthetic graph on {device} in {time.perf_counter() - start:.2f} s")
-        run_args = argparse.Namespace(**{**vars(args), "epochs": args.epochs or 3,
-                                         "batch_size": args.batch_size or 1024})
+        run_args = argparse.Namespace(**{**vars(args), "epochs": _given(args.epochs, 3),
+                                         "batch_size": _given(args.batch_size, 1024)})
         results["synthetic"] = run("synthetic (Chung-Lu, planted classes)", data, run_args, device)
     say("\nfinal test accuracy: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()))
     if launched and dist.is_initialized():
@@ -244,5 +270,15 @@ def main(argv=None):
     return results
 
 
-if __name__ == "__main__":
+def _given(value, default):
+    return default if value is None else value
+
+
+def cli() -> None:
+    """The ``tritongnn-train`` command: ``main`` with exit status 0 (a
+    console script exits with what its function returns)."""
     main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -618,9 +618,16 @@ class NeighborLoader:
             own). ``tritongnn.host_memory.memory_usage()`` gives the
             process's and the host's resident memory.
         """
-        arrays = [self.graph.indptr, self.graph.indices, self.graph.edge_perm, self.x]
-        nbytes = sum(t.nbytes for t in arrays if t is not None and t.device.type == "cpu")
+        nbytes = sum(t.nbytes for t in self.host_arrays)
         return dict(host_array_bytes=nbytes, shared_by_ranks=self._host_ranks)
+
+    @property
+    def host_arrays(self) -> list[torch.Tensor]:
+        """The graph's and features' tensors in host memory (``host_memory``
+        counts their bytes; loaders of one graph may share some: on a CPU
+        device they are the caller's own)."""
+        arrays = [self.graph.indptr, self.graph.indices, self.graph.edge_perm, self.x]
+        return [t for t in arrays if t is not None and t.device.type == "cpu"]
 
     def _split_attributes(self, data: Data, num_nodes: int) -> None:
         # Node attributes are sliced by n_id, edge attributes by e_id, the rest
@@ -773,7 +780,7 @@ class NeighborLoader:
                 tiers.update(dynamic=dynamic.rows, slot=dynamic.slot)
             if reuse is not None:
                 tiers.update(reuse.gather_args())
-            batch.x = gather_rows(self.x, node, **tiers)
+            batch.x = gather_rows(self.x, node, **tiers, validate=False)  # the sampler's ids
         times.add_batch(start, sampled, gather_start, times.mark(), share)
         if self.host_stats is not None:
             reused = None
