@@ -102,6 +102,19 @@ def test_classify_bad_arguments():
     with pytest.raises(ValueError, match="batch_ptr"):
         classify_frontier(*args, 2, frontier_batch=torch.zeros(2, dtype=torch.int64),
                           batch_ptr=torch.zeros(1, dtype=torch.int64))
+    with pytest.raises(TypeError, match="num_frontier must be a"):
+        classify_frontier(indptr, torch.zeros(2, dtype=torch.int64), 2, 2)
+
+
+def test_count_past_the_buffer_is_the_buffer():
+    # the kernels never read or place past the frontier's buffer, whatever
+    # the device scalar says (it is not checked: that would be a sync)
+    indptr = torch.tensor([0, 2, 3, 7, 12])
+    frontier = torch.tensor([3, 0, 2])
+    whole = classify_frontier(indptr, frontier, torch.tensor([3]), 2)
+    past = classify_frontier(indptr, frontier, torch.tensor([5]), 2)
+    for a, b in zip((whole.order, whole.edge_ptr, whole.degree), (past.order, past.edge_ptr, past.degree)):
+        assert torch.equal(a, b)
 
 
 def test_strided_frontier(device):

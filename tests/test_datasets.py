@@ -127,6 +127,7 @@ def test_load_npz_optional_keys_absent(tmp_path):
         (dict(y=np.zeros(2, dtype=np.int64)), "y"),
         (dict(y=np.array([0, -2, 1])), "y"),
         (dict(y=np.array([0.0, 1.0, 1.0])), "y"),
+        (dict(y=np.array([0, 2**63, 1], dtype=np.uint64)), "'y' holds 9223372036854775808, beyond int64"),
         (dict(train_mask=np.ones(4, dtype=bool)), "train_mask"),
         (dict(val_mask=np.ones(2, dtype=bool)), "val_mask"),
         (dict(test_mask=np.ones(3, dtype=np.int64)), "test_mask"),

@@ -118,6 +118,8 @@ def load_npz(path: str | os.PathLike) -> Data:
         _check_rows(name, "y", y, num_nodes, ndim=1)
         if y.dtype.kind not in "iu":
             raise ValueError(f"{name}: 'y' must be an integer class id, got dtype {y.dtype}")
+        if y.dtype == np.uint64 and y.size and y.max() > np.iinfo(np.int64).max:
+            raise ValueError(f"{name}: 'y' holds {y.max()}, beyond int64")
         y = y.astype(np.int64, copy=False)
         if y.size and y.min() < -1:
             raise ValueError(f"{name}: 'y' must be >= -1 (-1 = unlabelled), got {y.min()}")

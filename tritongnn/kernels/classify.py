@@ -124,7 +124,7 @@ def _classify_kernel(
     i_b = tl.program_id(0).to(tl.int64)
     i_n = i_b * BLOCK + tl.arange(0, BLOCK)  # [B] slots; slot ``bound`` is the end marker
     m_slot = i_n < bound
-    m_n = m_slot & (i_n < tl.load(num_frontier))
+    m_n = m_slot & (i_n < tl.load(num_frontier))  # (a count past bound: bound, by m_slot)
     b_v = tl.load(frontier + i_n, mask=m_n, other=0)
     b_start = _load_tiered(hot_indptr, indptr, b_v, num_hot, m_n, TIERED)
     b_deg = _load_tiered(hot_indptr, indptr, b_v + 1, num_hot + 1, m_n, TIERED) - b_start
@@ -184,7 +184,7 @@ def _place_kernel(
     BLOCK_K: tl.constexpr,
 ):
     i_n = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # [B]
-    n = tl.load(num_frontier)
+    n = tl.minimum(tl.maximum(tl.load(num_frontier), 0), bound)  # a count past the buffer: the buffer
     m_slot = i_n < bound
     m_n = m_slot & (i_n < n)
     b_deg = tl.load(degree + i_n, mask=m_n, other=0)
@@ -339,6 +339,11 @@ def classify_frontier(
         raise ValueError(f"fanout must be an int >= -1 (-1 = all neighbours), got {fanout!r}")
     if (frontier_batch is None) != (batch_ptr is None):
         raise ValueError("frontier_batch and batch_ptr come together (the super-batch's sub-batches)")
+    if not isinstance(num_frontier, torch.Tensor) or num_frontier.numel() != 1 or \
+            num_frontier.dtype != torch.int64:
+        raise TypeError(f"num_frontier must be a [1] int64 tensor (a device scalar), got "
+                        f"{getattr(num_frontier, 'dtype', type(num_frontier).__name__)} "
+                        f"{tuple(getattr(num_frontier, 'shape', ()))}")
     block = _block_size(block)
     device = frontier.device
     num_batches = 1 if batch_ptr is None else batch_ptr.numel() - 1
