@@ -138,3 +138,13 @@ def test_id_map_widens_to_int64_before_stamps_pass_int32(device, monkeypatch):
         assert_matches_reference(m, 60, seeds, seeds_batch, hops)
         assert m.table.dtype == torch.int64
         assert_matches_reference(m, 60, seeds, seeds_batch, hops)  # the same map, a second batch
+
+
+def test_map_of_k_started_without_sub_batches(device):
+    # a map sized for K sub-batches used for one batch (no seeds_batch): the
+    # seeds and the later hops' nodes are sub-batch 0's, counts stay [K]
+    seeds = torch.tensor([4, 5], device=device)
+    hops = [(torch.tensor([6, 7, 4, 9], device=device), torch.tensor([4], device=device), None, None),
+            (torch.tensor([6, 1], device=device), torch.tensor([2], device=device),
+             torch.tensor([0, 1], device=device), None)]
+    assert_matches_reference(IdMap(10, 3, 16, device), 10, seeds, None, hops)

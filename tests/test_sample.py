@@ -209,3 +209,20 @@ def test_host_list_reads_what_the_stream_wrote(device):
     sizes.mul_(3).add_(2**40)  # queued on the stream right before the copy
     assert host_list(sizes) == sizes.cpu().tolist() == [2**40 + 3 * i for i in range(7)]
     assert host_list(sizes[:0]) == []
+
+
+def test_adjacency_and_seed_refused_unless_dense_and_typed():
+    # the kernels read indptr/indices as dense arrays: a strided view read
+    # with stride 1 gave wrong sources (indices) or heap corruption (indptr)
+    ip, ix = torch.tensor([0, 3, 5, 9]), torch.tensor([1, 2, 0, 0, 2, 0, 1, 2, 1])
+    args = (torch.tensor([0, 1, 2]), torch.arange(3), torch.tensor([3]), 2)
+    with pytest.raises(ValueError, match="indices must be contiguous"):
+        sample_neighbors(ip, torch.stack([ix, ix], 1)[:, 0], *args)
+    with pytest.raises(ValueError, match="indptr must be contiguous"):
+        sample_neighbors(torch.stack([ip, ip], 1)[:, 0], ix, *args)
+    with pytest.raises(TypeError, match="indices must be a 1-D tensor of torch.int32 or torch.int64"):
+        sample_neighbors(ip, ix.float(), *args)
+    with pytest.raises(TypeError, match="indptr must be a 1-D tensor of torch.int64"):
+        sample_neighbors(ip.int(), ix, *args)
+    with pytest.raises(TypeError, match="seed must be an int64 tensor"):
+        sample_neighbors(ip, ix, *args, seed=torch.tensor([5.0]))

@@ -82,3 +82,14 @@ def check_readable(t: torch.Tensor, device: torch.device, name: str) -> None:
     raise ValueError(
         f"{name} lives on {t.device} and is not readable from {device}: pass it "
         f"on {device}, or in pinned host memory (tensor.pin_memory())")
+
+
+def check_dense_index(t: torch.Tensor, name: str, dtypes: tuple) -> None:
+    """A kernel reads ``t`` as a dense 1-D array of one of ``dtypes``: a view
+    with other strides, or another dtype, is refused, not copied (these may
+    be gigabytes of pinned host memory)."""
+    if not isinstance(t, torch.Tensor) or t.dtype not in dtypes or t.dim() != 1:
+        raise TypeError(f"{name} must be a 1-D tensor of {' or '.join(map(str, dtypes))}, got "
+                        f"{getattr(t, 'dtype', type(t).__name__)} of shape {tuple(getattr(t, 'shape', ()))}")
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous (the kernels read it with stride 1), got strides {t.stride()}")

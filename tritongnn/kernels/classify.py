@@ -60,7 +60,7 @@ import triton
 import triton.language as tl
 
 from . import reference
-from ._launch import interpreted_block, use_triton
+from ._launch import check_dense_index, interpreted_block, use_triton
 from .outputs import ClassifiedFrontier
 
 
@@ -339,6 +339,9 @@ def classify_frontier(
         raise ValueError(f"fanout must be an int >= -1 (-1 = all neighbours), got {fanout!r}")
     if (frontier_batch is None) != (batch_ptr is None):
         raise ValueError("frontier_batch and batch_ptr come together (the super-batch's sub-batches)")
+    check_dense_index(indptr, "indptr", (torch.int64,))
+    if hot_indptr is not None:
+        check_dense_index(hot_indptr, "hot_indptr", (torch.int64,))
     if not isinstance(num_frontier, torch.Tensor) or num_frontier.numel() != 1 or \
             num_frontier.dtype != torch.int64:
         raise TypeError(f"num_frontier must be a [1] int64 tensor (a device scalar), got "

@@ -248,9 +248,9 @@ class IdMap:
         self._keys_bound = bound
         self._stamp_base = bound
         count = torch.full((1,), bound, dtype=torch.int64, device=self.device)
-        if seeds_batch is None:
+        if seeds_batch is None:  # all in sub-batch 0 (of a map of K)
             first = torch.zeros(1, dtype=torch.int64, device=self.device)
-            self.base = count.clone()
+            self.base = torch.cat([count, count.new_zeros(self.num_batches - 1)])
         else:
             # not bincount: on a GPU it reads the max back (a sync, which a
             # CUDA graph capture of a super-batch cannot hold)
@@ -339,8 +339,8 @@ class IdMap:
         _flag_kernel[grid](self.table, slot, num_cand, flags, bound, stamp_base, BLOCK=1024)
         rank = torch.cumsum(flags, 0)
         num_new = rank[-1:]
-        if cand_batch is None:
-            per_batch = num_new
+        if cand_batch is None:  # all in sub-batch 0
+            per_batch = torch.cat([num_new, num_new.new_zeros(self.num_batches - 1)])
             first = torch.zeros(1, dtype=torch.int64, device=self.device)
         elif cand_ptr is not None:
             # new nodes of sub-batch k: rank at its end minus rank at its start

@@ -63,7 +63,7 @@ import triton.language as tl
 from . import reference
 from .classify import _load_tiered, classify_frontier
 from .outputs import HopSample
-from ._launch import check_readable, interpreted_block, next_power_of_2, use_triton
+from ._launch import check_dense_index, check_readable, interpreted_block, next_power_of_2, use_triton
 
 
 @triton.jit
@@ -241,6 +241,9 @@ def _check_batches(frontier, frontier_batch, batch_ptr, seed, device):
         num_batches = batch_ptr.numel() - 1
         if num_batches < 1:
             raise ValueError(f"batch_ptr must have K + 1 >= 2 entries, got {batch_ptr.numel()}")
+    if seed is not None and (not isinstance(seed, torch.Tensor) or seed.dtype != torch.int64):
+        raise TypeError(f"seed must be an int64 tensor of Philox seeds, got "
+                        f"{getattr(seed, 'dtype', type(seed).__name__)}")
     if seed is not None and seed.numel() != num_batches:
         raise ValueError(f"seed must hold one Philox seed per sub-batch ({num_batches}), got {seed.numel()}")
     return num_batches
@@ -325,6 +328,11 @@ def sample_neighbors(
     check_method(method, d_max)
     device = frontier.device
     _check_batches(frontier, frontier_batch, batch_ptr, seed, device)
+    check_dense_index(indptr, "indptr", (torch.int64,))
+    check_dense_index(indices, "indices", (torch.int32, torch.int64))
+    if hot_indptr is not None and hot_indices is not None:
+        check_dense_index(hot_indptr, "hot_indptr", (torch.int64,))
+        check_dense_index(hot_indices, "hot_indices", (torch.int32, torch.int64))
     if method != "foundation" and frontier_batch is not None:
         raise ValueError(f"method={method!r} samples one batch per launch; a super-batch "
                          f"(frontier_batch) takes method='foundation'")
