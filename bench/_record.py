@@ -16,10 +16,15 @@ import torch
 
 def new_record(benchmark: str, device: torch.device | None, commit: str | None = None, **fields) -> dict:
     """A record for ``benchmark`` run on ``device``; ``commit`` defaults to
-    this checkout's (pass it where the run has no .git, as on the GPU machine)."""
+    this checkout's HEAD, with ``+dirty`` when tracked files differ from it
+    (pass it where the run has no .git, or a stale one, as on the GPU machine)."""
     if commit is None:
+        here = os.path.dirname(os.path.abspath(__file__))
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+                                cwd=here).stdout.strip()
+        # tracked files changed since HEAD: the run is not HEAD's code
+        if commit and subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=here).returncode == 1:
+            commit += "+dirty"
     gpu = torch.cuda.get_device_name(device) if device is not None and device.type == "cuda" else None
     return dict(benchmark=benchmark, gpu=gpu,
                 date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -16,7 +16,8 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
 
 * ``pyg``: PyG's NeighborLoader (CPU sampling with torch-sparse or pyg-lib,
   ``--pyg-workers`` x pin_memory), the model on the GPU, ``--pyg-batches``
-  training steps timed after a warm-up and scaled to the epoch; the default
+  training steps timed (at least two rounds of the workers' batches) after
+  a warm-up of two rounds, and scaled to the epoch; the default
   (num_workers=0) and the best configuration are kept for the ratios.
 * ``ablation``: GraphSAGE with tritongnn, each technique added to the one
   before (GARDEN's Fig. 19): UVA with no cache; + dual cache; + dynamic
@@ -158,7 +159,8 @@ def parse_args():
     p.add_argument("--pyg-pin-memory", type=int, nargs="+", default=[0, 1], choices=[0, 1],
                    help="pin_memory values tried with workers (GCN and GAT take GraphSAGE's best)")
     p.add_argument("--pyg-prefetch", type=int, default=1, help="DataLoader prefetch_factor per worker")
-    p.add_argument("--pyg-batches", type=int, default=20)
+    p.add_argument("--pyg-batches", type=int, default=20,
+                   help="PyG's training steps timed (at least two per worker), after two per worker and two more")
     p.add_argument("--models", nargs="+", default=["gcn", "gat"], help="the models part's models")
     p.add_argument("--acc-steps", type=int, default=60)
     p.add_argument("--acc-val", type=int, default=20_000)
@@ -257,14 +259,15 @@ def pyg_data(graph, x, device):
 
 # --------------------------------------------------------------- models
 
-def make_model(kind, library, args, device, width=None, layers=None):
+def make_model(kind, library, args, device, width=None, layers=None, seed=0):
     """``kind`` in sage/gcn/gat; ``library`` "pyg" or "tritongnn" (its
     aggregation kernel; GAT has none: PyG's); one layer per hop sampled
-    (``layers``, default ``--num-neighbors``'s)."""
+    (``layers``, default ``--num-neighbors``'s); weights from ``seed`` (it
+    also seeds torch's global generator, which PyG's loader shuffles with)."""
     import torch_geometric.nn as pyg_nn
     import tritongnn.nn as our_nn
     width = width or args.features
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     layers = layers or len(args.num_neighbors)
     if kind == "gat":
         model = pyg_nn.GAT(width, 64, num_layers=layers, out_channels=args.classes, heads=8)
@@ -290,7 +293,9 @@ def time_epoch(loader, args, device, step=None) -> dict:
     per_epoch = len(loader)
     warm = max(1, min(args.warmup, per_epoch - 1))  # at least one: compilation, first captures
     timed = per_epoch - warm if not args.batches else args.batches
-    done, start, before = 0, None, None
+    split_keys = ("sampling_seconds", "gather_seconds", "model_seconds", "wait_seconds", "batches")
+    counted = split_keys + ("host_bytes",)
+    done, start, before, banked = 0, None, None, {}
     while done < warm + timed:  # into the next epoch if --batches asks for more
         for batch in loader:
             if step is not None:
@@ -302,20 +307,25 @@ def time_epoch(loader, args, device, step=None) -> dict:
                 start = time.perf_counter()
             if done == warm + timed:
                 break
+        else:
+            if before is not None:  # an epoch ended in the window: bank its part, the next counts from zero
+                ended = loader.stats
+                for k in counted:
+                    banked[k] = banked.get(k, 0) + ended.get(k, 0) - before.get(k, 0)
+                before = {}
     sync(device)
     seconds = time.perf_counter() - start
     stats = loader.stats
-    if stats.get("batches", 0) < before.get("batches", 0):  # a new epoch began: its own counts
-        before = {}
-    split_keys = ("sampling_seconds", "gather_seconds", "model_seconds", "wait_seconds", "batches")
+    window = {k: banked.get(k, 0) + stats.get(k, 0) - before.get(k, 0) for k in counted}
     return dict(epoch_seconds=seconds * per_epoch / timed, batches_timed=timed, batches_per_epoch=per_epoch,
                 # the loader's counts over the timed batches (its producer runs up
                 # to ``prefetch`` batches ahead of them)
-                split={k: stats.get(k, 0) - before.get(k, 0) for k in split_keys},
+                split={k: window[k] for k in split_keys},
+                # (the epoch's rates so far, warm-up batches included)
                 hits={k: stats[k] for k in ("feature_hit_rate", "adjacency_hit_rate", "static_feature_hit_rate",
                                             "dynamic_feature_hit_rate") if k in stats},
-                host_gb_per_batch=(stats["host_bytes"] - before.get("host_bytes", 0)) / GB
-                / max(1, stats["batches"] - before.get("batches", 0)) if "host_bytes" in stats else None)
+                host_gb_per_batch=window["host_bytes"] / GB / max(1, window["batches"])
+                if "host_bytes" in stats else None)
 
 
 def time_alone(model, optimizer, prepared, args, per_epoch, device) -> dict:
@@ -409,7 +419,10 @@ def pyg_runs(data, sampler, graph, args, device, kinds, emit):
                                 persistent_workers=workers > 0,
                                 **(dict(prefetch_factor=args.pyg_prefetch) if workers else {}))
             model, optimizer = make_model(kind, "pyg", args, device)
-            warm, timed = workers + 2, args.pyg_batches
+            # two rounds of every worker's batches before the clock, and a
+            # window of at least two rounds: a shorter one times batches the
+            # workers made while the warm-up ran
+            warm, timed = 2 * workers + 2, max(args.pyg_batches, 2 * workers)
             it = cycle(loader)
             name = f"PyG workers={workers} pin_memory={pin}"
             try:
@@ -606,7 +619,7 @@ def main():
     if sampler is not None and {"pyg", "models"} & set(args.parts):
         kinds = (["sage"] if "pyg" in args.parts else []) + \
             ([k for k in args.models if k != "sage"] if "models" in args.parts else [])
-        pyg = pyg_runs(data, sampler, graph, args, device, kinds, emit)
+        pyg = {(None, kind): rows for kind, rows in pyg_runs(data, sampler, graph, args, device, kinds, emit).items()}
         print(f"host after PyG: {host_gb()}", flush=True)
 
     if "accuracy" in args.parts:
@@ -623,16 +636,17 @@ def finish(args, record, pyg):
     the table."""
     rows = record["rows"]
     for row in rows:
-        base = pyg.get(row.get("model"))
+        # within one run only (rows assembled from several runs name theirs)
+        base = pyg.get((row.get("rows_file"), row.get("model")))
         if base and row["part"] in ("ablation", "models"):
             row["vs_pyg_default"] = base[0]["epoch_seconds"] / row["epoch_seconds"]
             row["vs_pyg_best"] = base[1]["epoch_seconds"] / row["epoch_seconds"]
     # the model alone with the same layers (PyG's, or tritongnn.nn's) and matmul precision
     precision = record["settings"].get("matmul_precision") if record.get("settings") else None
-    alone = {(r["model"], r.get("library")): r for r in rows
+    alone = {(r.get("rows_file"), r["model"], r.get("library")): r for r in rows
              if r["part"] == "alone" and r.get("matmul_precision", precision) == precision}
     for row in rows:
-        key = (row.get("model"), row.get("library"))
+        key = (row.get("rows_file"), row.get("model"), row.get("library"))
         if row["part"] in ("ablation", "models") and key in alone:
             row["vs_model_alone"] = row["epoch_seconds"] / alone[key]["epoch_seconds"]
     append_record(args.out, record)
@@ -663,15 +677,17 @@ def from_rows(args):
         with open(path) as f:
             rows += [dict(json.loads(line), rows_file=os.path.basename(os.path.dirname(path)) + "/"
                           + os.path.basename(path)) for line in f if line.strip()]
-    pyg = {}
-    for kind in {r["model"] for r in rows if r["part"] == "pyg"}:
-        mine = [r for r in rows if r["part"] == "pyg" and r["model"] == kind and not r.get("error")]
+    pyg = {}  # (rows file, model): each run's own PyG rows, for its own ratios
+    for run, kind in {(r["rows_file"], r["model"]) for r in rows if r["part"] == "pyg"}:
+        mine = [r for r in rows if r["part"] == "pyg" and r["model"] == kind and r["rows_file"] == run
+                and not r.get("error")]
         if not mine:  # e.g. out of GPU memory in every configuration
             continue
         default = [r for r in mine if r.get("workers", 0) == 0] or mine
-        pyg[kind] = (default[0], min(mine, key=lambda r: r["epoch_seconds"]))
+        pyg[(run, kind)] = (default[0], min(mine, key=lambda r: r["epoch_seconds"]))
     commits = sorted({r.get("commit") for r in rows if r.get("commit")})
-    record = new_record("end_to_end", None, ",".join(commits) or None, rows=rows,
+    # not this checkout's HEAD: the runs' commits, or say that none was written
+    record = new_record("end_to_end", None, ",".join(commits) or "unknown (rows without a commit)", rows=rows,
                         settings=dict(assembled_from=args.from_rows, note=args.note,
                                       matmul_precision=args.matmul_precision))
     record.update({k: v for k, v in dict(gpu=args.gpu, date=args.date, torch=args.torch).items() if v})
@@ -710,8 +726,10 @@ def accuracy(args, data, sampler, graph, device, emit):
         scores = []
         start = time.perf_counter()
         for seed in range(args.acc_seeds):
-            torch.manual_seed(seed)
-            model, optimizer = make_model("sage", "pyg", args, device)
+            # the seed sets the weights and both loaders' order and draws (it
+            # was reset to 0 by the model for every seed: PyG's three runs
+            # were one run three times)
+            model, optimizer = make_model("sage", "pyg", args, device, seed=seed)
             done = 0
             while done < args.acc_steps:
                 for batch in make(seed, graph["train"], True):

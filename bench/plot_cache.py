@@ -2,12 +2,14 @@
 
 Two panels against the GPU budget: feature and adjacency hit rates, and
 seconds per epoch (training where the budget was trained, and the loader
-alone), one line per policy; at each budget the CSV's latest row for it.
-Needs matplotlib (not a dependency of the package: ``pip install matplotlib``).
+alone), one line per policy and run (the CSV's ``commit``; at each budget
+that run's latest row): points of different runs are never joined. The
+runs drawn: those named, else the CSV's last. Needs matplotlib (not a
+dependency of the package: ``pip install matplotlib``).
 
 Usage::
 
-    python bench/plot_cache.py bench/results/cache_sweep.csv bench/results/cache_sweep.png
+    python bench/plot_cache.py bench/results/cache_sweep.csv bench/results/cache_sweep.png [COMMIT,COMMIT]
 """
 from __future__ import annotations
 
@@ -16,27 +18,31 @@ import sys
 from collections import defaultdict
 
 
-def main(path: str, out: str) -> None:
+def main(path: str, out: str, commits: list[str] | None = None) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    # one line per policy; at each budget its latest row (rows are appended
-    # run after run, so a later run's point replaces an earlier one's)
+    # one line per (run, policy); at each budget the run's latest row
     latest = {}
     with open(path) as f:
         for row in csv.DictReader(f):
             row = {k: (float(v) if k not in ("policy", "commit") else v) for k, v in row.items()}
-            latest[row["policy"], row["budget_gb"]] = row
-    series = defaultdict(list)
-    for (policy, _), row in latest.items():
-        series[policy].append(row)
-    none = series.pop("none", None)
+            latest[row["commit"], row["policy"], row["budget_gb"]] = row
+    if not latest:
+        sys.exit(f"{path} holds no rows")
+    runs = commits or [list(latest)[-1][0]]
+    missing = [c for c in runs if not any(key[0] == c for key in latest)]
+    if missing:
+        sys.exit(f"{path} holds no rows of {', '.join(missing)}")
+    series, none = defaultdict(list), defaultdict(list)
+    for (commit, policy, _), row in latest.items():
+        if commit in runs:
+            (none[commit] if policy == "none" else series[f"{policy} ({commit})"]).append(row)
     fig, (hits, times) = plt.subplots(1, 2, figsize=(12, 4.5))
     for label, rows in sorted(series.items()):
         rows = sorted(rows, key=lambda r: r["budget_gb"])
-        if none:
-            rows = none + rows  # budget 0: nothing cached
+        rows = none[rows[0]["commit"]] + rows  # budget 0 of the same run: nothing cached
         budget = [r["budget_gb"] for r in rows]
         marker = "o" if "dynamic" not in label else "s"
         hits.plot(budget, [r["feature_hit_rate"] for r in rows], marker=marker, label=f"{label}: features")
@@ -61,6 +67,6 @@ def main(path: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3].split(",") if len(sys.argv) == 4 else None)

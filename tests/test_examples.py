@@ -200,3 +200,23 @@ def test_train_command_exits_zero_and_refuses_bad_options(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert "final test accuracy: Cora" in run.stdout
     assert "host arrays 15.78 MB" in run.stdout  # Cora's x and graph once, not once per loader
+
+
+def test_end_to_end_split_counts_a_window_across_epochs():
+    # --batches past an epoch: the split sums each epoch's timed part (it
+    # subtracted the first epoch's warm-up counts from the second's)
+    import types
+
+    import torch
+    from test_loader import random_data
+    from tritongnn import NeighborLoader
+    e2e = _bench_module("bench_end_to_end")
+    data = random_data()
+    with reference_on_cpu():
+        loader = NeighborLoader(data, [3, 2], batch_size=40, input_nodes=data.train_mask, device="cpu",
+                                prefetch=0, seed=0)
+        per_epoch = len(loader)
+        row = e2e.time_epoch(loader, types.SimpleNamespace(warmup=1, batches=2 * per_epoch + 1),
+                             torch.device("cpu"))
+    assert per_epoch >= 3
+    assert row["batches_timed"] == row["split"]["batches"] == 2 * per_epoch + 1
