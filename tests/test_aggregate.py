@@ -184,8 +184,9 @@ def test_strided_edge_index_and_weights(device):
     # of edge_attr as edge_weight: the kernels read rows of stride 1
     g = torch.Generator().manual_seed(4)
     x = torch.randn(6, 4, generator=g).to(device)
-    edge_index = torch.tensor([[1, 0], [2, 0], [3, 1], [4, 2], [5, 2]]).t().to(device)
-    weight = torch.rand(5, 2, generator=g)[:, 0].to(device)
+    # the views made on the device (.to() of a view that is not dense copies it dense)
+    edge_index = torch.tensor([[1, 0], [2, 0], [3, 1], [4, 2], [5, 2]]).to(device).t()
+    weight = torch.rand(5, 2, generator=g).to(device)[:, 0]
     assert not edge_index[0].is_contiguous() and not weight.is_contiguous()
     for w in (None, weight):
         expected = PyGSimpleConv("sum")(x, edge_index, w)

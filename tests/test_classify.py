@@ -120,7 +120,8 @@ def test_count_past_the_buffer_is_the_buffer():
 def test_strided_frontier(device):
     # a frontier with stride 2 (a column of a [n, 2] tensor) reads as its values
     indptr = torch.tensor([0, 2, 3, 7, 12]).to(device)
-    frontier = torch.tensor([[3, 0], [0, 0], [2, 0]])[:, 0].to(device)
+    frontier = torch.tensor([[3, 0], [0, 0], [2, 0]]).to(device)[:, 0]  # sliced on the device
+    assert not frontier.is_contiguous()
     got = classify_frontier(indptr, frontier, torch.tensor([3], device=device), 2)
     want = reference.classify_frontier(indptr.cpu(), frontier.contiguous().cpu(), torch.tensor([3]), 2)
     assert got.degree.cpu().tolist() == want.degree.tolist() == [5, 2, 4]

@@ -168,7 +168,8 @@ def test_gather_bad_arguments():
 
 def test_gather_strided_ids(device):
     table = torch.arange(20.).view(5, 4).to(device)
-    ids = torch.tensor([[4, 0], [1, 0], [3, 0]])[:, 0].to(device)  # stride 2
+    ids = torch.tensor([[4, 0], [1, 0], [3, 0]]).to(device)[:, 0]  # stride 2 (sliced on the device)
+    assert not ids.is_contiguous()
     assert torch.equal(gather_rows(table, ids), table[ids])
 
 
