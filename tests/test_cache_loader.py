@@ -29,7 +29,7 @@ def test_cached_batches_equal_uncached(device, budget_rows):
     loader, cached = epoch(data, device=device, placement="host", profile_epochs=1,
                            cache_budget=budget_rows * row_bytes(data))
     assert len(plain) == len(cached)
-    for a, b in zip(plain, cached):
+    for a, b in zip(plain, cached, strict=True):  # every batch, not the shorter's
         for key in ("n_id", "x", "edge_index", "y", "e_id", "edge_attr", "input_id", "train_mask"):
             assert torch.equal(a[key], b[key]), key
         assert a.num_sampled_nodes == b.num_sampled_nodes and a.num_sampled_edges == b.num_sampled_edges
@@ -37,6 +37,12 @@ def test_cached_batches_equal_uncached(device, budget_rows):
     assert stats["batches"] == len(cached)
     assert stats["feature_rows"] == sum(b.num_nodes for b in cached)
     plan = loader.cache.plan
+    # the sampler reads the cached lists from the cache's copy (the batches
+    # are the same either way: only this shows the cache is wired in)
+    tiers = loader.sampler._tiers
+    if 0 < plan.num_adjacency < data.num_nodes:
+        assert tiers["hot_indices"] is loader.cache.hot_indices and tiers["hot_indptr"] is loader.cache.hot_indptr
+        assert tiers["hot_indptr"].numel() == plan.num_adjacency + 1
     if budget_rows == 0:
         assert stats["feature_hit_rate"] == 0.0 and stats["adjacency_hit_rate"] == 0.0
         assert stats["feature_bytes_from_host"] == stats["feature_rows"] * row_bytes(data)
@@ -62,7 +68,7 @@ def test_host_features_stay_in_user_ids_uncopied(device, dynamic):
     assert 0 < loader.cache.plan.num_feature < data.num_nodes
     assert loader.x.data_ptr() == data.x.data_ptr() and loader.cache.row_map is loader.cache.order
     assert torch.equal(loader.cache.hot_x.cpu(), data.x[loader.cache.order[:loader.cache.plan.num_feature].cpu()])
-    for a, b in zip(plain, cached):
+    for a, b in zip(plain, cached, strict=True):  # every batch, not the shorter's
         assert torch.equal(a.x, b.x) and torch.equal(a.n_id, b.n_id)
     assert torch.equal(data.x, before)
 
@@ -107,7 +113,7 @@ def test_whole_table_cached_from_pinned_or_pageable_memory(device):
         loader, cached = epoch(data, device=device, placement="host", profile_epochs=1,
                                cache_budget=10**6 * row_bytes(data))
         assert loader.cache.plan.num_feature == data.num_nodes and loader.x.device.type == device.type
-        for a, b in zip(plain, cached):
+        for a, b in zip(plain, cached, strict=True):  # every batch, not the shorter's
             assert torch.equal(a.x, b.x) and torch.equal(a.n_id, b.n_id)
 
 
@@ -184,6 +190,20 @@ def test_bad_cache_arguments(kwargs, error, match):
     args.update(kwargs)
     with pytest.raises(error, match=match):
         NeighborLoader(data, **args)
+
+
+def test_stats_time_the_model_and_the_wait():
+    # the loop's time between batches is the model's: a step that sleeps
+    # 20 ms a batch shows at least that much (the split is not its own sum)
+    import time
+    data = random_data()
+    loader = NeighborLoader(data, [3, 2], batch_size=40, input_nodes=data.train_mask, device="cpu", seed=0)
+    for _ in loader:
+        time.sleep(0.02)
+    stats = loader.stats
+    assert stats["model_seconds"] >= 0.02 * (stats["batches"] - 1)
+    assert stats["sampling_seconds"] > 0 and stats["gather_seconds"] > 0
+    assert stats["epoch_seconds"] >= stats["model_seconds"]
 
 
 def test_features_without_columns_with_a_cache():

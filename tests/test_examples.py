@@ -36,6 +36,8 @@ def test_train_example_under_torchrun_with_gloo(tmp_path):
     # placement="host": the two ranks share one host copy, and every rank's
     # host memory is printed at the end
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # the reference path on CPU
+    # this checkout's package, not whichever one pip installed (cwd is tmp_path)
+    env["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                           "-m", "tritongnn.examples.train", "--dataset", "cora", "--epochs", "3",
                           "--device", "cpu", "--placement", "host"],
@@ -193,6 +195,7 @@ def test_train_command_exits_zero_and_refuses_bad_options(tmp_path):
             train_module.main(option)
         assert error.value.code == 2  # argparse's usage error, naming the option
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")  # this checkout's package
     run = subprocess.run([sys.executable, "-c", "import sys; from tritongnn.examples.train import cli; "
                           "sys.argv = ['tritongnn-train', '--dataset', 'cora', '--epochs', '1', '--device', "
                           "'cpu']; sys.exit(cli())"], capture_output=True, text=True, env=env, cwd=tmp_path,

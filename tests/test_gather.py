@@ -49,6 +49,17 @@ def test_gather_matches_index_select(device, num_rows, width, dtype, num_ids, da
     assert_bits_equal(out.cpu(), x[ids])
 
 
+def test_gather_reads_the_hot_rows_from_hot(device):
+    # the hot tier differs from the table under it: rows < num_hot must come
+    # from hot (a gather reading the table everywhere matched every test)
+    x = torch.arange(40, dtype=torch.float32).view(10, 4)
+    hot = (x[:4] + 1000).to(device)
+    ids = torch.tensor([0, 9, 3, 5, 1, 3])
+    out = gather_rows(x.to(device), ids.to(device), hot=hot, num_hot=4)
+    expected = torch.where((ids < 4)[:, None], x[ids] + 1000, x[ids])
+    assert torch.equal(out.cpu(), expected)
+
+
 @given(num_rows=st.integers(1, 150), width=st.sampled_from([1, 5, 128, 257]),
        dtype=st.sampled_from(DTYPES), num_ids=st.integers(0, 200), data=st.data())
 def test_gather_three_tiers(device, num_rows, width, dtype, num_ids, data):

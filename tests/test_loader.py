@@ -82,7 +82,7 @@ def test_batches_match_pyg_node_loader(device):
     data = random_data(edge_attr=True)
     ours = NeighborLoader(data, [3, 2], batch_size=50, device=device, seed=7)
     pyg = NodeLoader(data, PyGSampler(data, [3, 2], device=device, seed=7), batch_size=50)
-    for a, b in zip(ours, pyg):
+    for a, b in zip(ours, pyg, strict=True):  # every batch, not the shorter's
         a = a.to("cpu")
         b = b.to("cpu")
         assert set(a.keys()) == set(b.keys())
@@ -256,7 +256,7 @@ def test_node_attributes_sliced_as_pyg_slices_them(device):
     data.note = "a graph attribute"
     ours = NeighborLoader(data, [3, 2], batch_size=50, device=device, seed=7)
     pyg = NodeLoader(data, PyGSampler(data, [3, 2], device=device, seed=7), batch_size=50)
-    for a, b in zip(ours, pyg):
+    for a, b in zip(ours, pyg, strict=True):  # every batch, not the shorter's
         a, b = a.to("cpu"), b.to("cpu")
         assert set(a.keys()) == set(b.keys())
         for key in ("a", "pos_index", "w", "edge_attr"):

@@ -11,7 +11,7 @@ from test_cache_loader import epoch, row_bytes
 
 def assert_same_batches(plain, other):
     assert len(plain) == len(other)
-    for a, b in zip(plain, other):
+    for a, b in zip(plain, other, strict=True):  # every batch, not the shorter's
         for key in ("n_id", "x", "edge_index", "y"):
             assert torch.equal(a[key], b[key]), key
 
@@ -52,7 +52,7 @@ def test_reuse_survives_a_loop_that_modifies_x():
     _, plain = epoch(data, **args)
     loader = NeighborLoader(data, placement="host", reuse=True, shuffle=True, seed=5,
                             input_nodes=data.train_mask, **args)
-    for a, b in zip(plain, loader):
+    for a, b in zip(plain, loader, strict=True):  # every batch, not the shorter's
         assert torch.equal(a.x, b.x)
         b.x.zero_()
 
