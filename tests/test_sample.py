@@ -226,3 +226,20 @@ def test_adjacency_and_seed_refused_unless_dense_and_typed():
         sample_neighbors(ip.int(), ix, *args)
     with pytest.raises(TypeError, match="seed must be an int64 tensor"):
         sample_neighbors(ip, ix, *args, seed=torch.tensor([5.0]))
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_reference_hub_sampling_is_uniform(replace):
+    # the pure-torch sampler is the loader's CPU path without the interpreter:
+    # its draws are uniform too (the kernel's test above runs the kernel here)
+    degree, fanout, draws = 200, 10, 2000
+    graph = csc_from_degrees([degree], 1, torch.Generator().manual_seed(0))
+    hop = reference.sample_neighbors(graph.indptr, graph.indices, torch.zeros(draws, dtype=torch.int64),
+                                     torch.arange(draws), torch.tensor([draws]), fanout, replace,
+                                     torch.Generator().manual_seed(4), True, None, None)
+    eid = hop.eid[:int(hop.num_edges)]
+    assert eid.numel() == draws * fanout
+    if not replace:  # no position twice for one slot
+        assert (hop.dst[:eid.numel()] * degree + eid).unique().numel() == eid.numel()
+    observed = torch.bincount(eid, minlength=degree).double()
+    assert chi_square(observed, draws * fanout / degree) < chi_square_critical(degree - 1)
