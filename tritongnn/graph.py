@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from ._checks import check_ids_in_range
+
 _INT32_MAX = 2**31 - 1
 
 
@@ -85,19 +87,12 @@ class CSCGraph:
         if indptr.numel() > 1 and bool((indptr[1:] < indptr[:-1]).any()):
             row = int(torch.nonzero(indptr[1:] < indptr[:-1])[0])
             raise ValueError(f"indptr must be non-decreasing; indptr[{row + 1}] < indptr[{row}]")
-        if num_edges:
-            lo, hi = int(indices.min()), int(indices.max())
-            if lo < 0 or hi >= self.num_nodes:
-                bad = lo if lo < 0 else hi
-                raise ValueError(f"indices holds node id {bad}, outside [0, {self.num_nodes})")
+        check_ids_in_range(indices, self.num_nodes, "indices")
         if self.edge_perm is not None:
             if self.edge_perm.dim() != 1 or self.edge_perm.numel() != num_edges:
                 raise ValueError(f"edge_perm must be 1-D with one entry per edge ({num_edges}), got shape "
                                  f"{tuple(self.edge_perm.shape)}")
-            if num_edges:
-                lo, hi = int(self.edge_perm.min()), int(self.edge_perm.max())
-                if lo < 0 or hi >= num_edges:
-                    raise ValueError(f"edge_perm holds edge id {lo if lo < 0 else hi}, outside [0, {num_edges})")
+            check_ids_in_range(self.edge_perm, num_edges, "edge_perm", "edge id")
 
     @classmethod
     def from_edge_index(cls, edge_index: torch.Tensor, num_nodes: int | None = None,
@@ -121,11 +116,7 @@ class CSCGraph:
             num_nodes = max(int(edge_index.max()) + 1, 0) if num_edges else 0
         if not isinstance(num_nodes, int) or isinstance(num_nodes, bool) or num_nodes < 0:
             raise ValueError(f"num_nodes must be a non-negative int, got {num_nodes!r}")
-        if num_edges:
-            lo, hi = int(edge_index.min()), int(edge_index.max())
-            if lo < 0 or hi >= num_nodes:
-                bad = lo if lo < 0 else hi
-                raise ValueError(f"edge_index holds node id {bad}, outside [0, {num_nodes})")
+        check_ids_in_range(edge_index, num_nodes, "edge_index")
         src, dst = edge_index[0], edge_index[1]
         indptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=device)
         torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0, out=indptr[1:])

@@ -65,7 +65,8 @@ import triton
 import triton.language as tl
 
 from . import reference
-from ._launch import check_readable, host_list, interpreted_block, next_power_of_2, use_triton
+from .._checks import check_ids_in_range
+from ._launch import check_readable, interpreted_block, next_power_of_2, use_triton
 
 
 @triton.jit(do_not_specialize=["n", "num_hot", "num_blocks"])
@@ -332,10 +333,8 @@ def gather_rows(
         raise ValueError(f"table must be 2-D [num_rows, dim], got shape {tuple(table.shape)}")
     if ids.dtype != torch.int64 or ids.dim() != 1:
         raise TypeError(f"ids must be a 1-D int64 tensor, got {ids.dtype} of shape {tuple(ids.shape)}")
-    if validate and ids.numel():
-        lo, hi = host_list(torch.stack(torch.aminmax(ids)))
-        if lo < 0 or hi >= table.size(0):
-            raise ValueError(f"ids holds row id {lo if lo < 0 else hi}, outside [0, {table.size(0)})")
+    if validate:
+        check_ids_in_range(ids, table.size(0), "ids", "row id")
     ids = ids.contiguous()  # the kernels read every index array with stride 1
     row_map, slot, prev_slot = (None if t is None else t.contiguous() for t in (row_map, slot, prev_slot))
     for name, tier in (("hot", hot), ("dynamic", dynamic), ("previous", previous)):

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from .._checks import check_positive_int
+from .._checks import check_ids_in_range, check_positive_int
 from ..cache.allocator import CachePlan, check_budget, plan_by_degree, plan_cache
 from ..cache.dual import CacheStats, DualCache, relabel_tiers
 from ..cache.dynamic import DynamicCacheConfig
@@ -118,11 +118,7 @@ def _check_input_nodes(input_nodes, num_nodes: int, device) -> torch.Tensor:
         if input_nodes.dim() != 1:
             raise ValueError(f"input_nodes must be 1-D, got shape {tuple(input_nodes.shape)}")
         nodes = input_nodes.to(torch.int64)
-        if nodes.numel():
-            lo, hi = int(nodes.min()), int(nodes.max())
-            if lo < 0 or hi >= num_nodes:
-                bad = lo if lo < 0 else hi
-                raise ValueError(f"input_nodes holds node id {bad}, outside [0, {num_nodes})")
+        check_ids_in_range(nodes, num_nodes, "input_nodes")
     if nodes.numel() == 0:
         raise ValueError("input_nodes is empty: there is no seed to sample from")
     return nodes.to(device)

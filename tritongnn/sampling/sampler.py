@@ -46,6 +46,7 @@ from __future__ import annotations
 import torch
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
+from .._checks import check_ids_in_range
 from ..graph import CSCGraph
 from ..kernels import IdMap, draw_seeds, sample_neighbors
 from ..kernels.sample import MAX_FANOUT, check_method
@@ -299,14 +300,6 @@ class NeighborSampler:
         if not _on_device(seeds, self.device):
             raise ValueError(f"{name} lives on {seeds.device}, the sampler on {self.device}")
 
-    def _check_range(self, seeds: torch.Tensor, name: str) -> None:
-        # one host sync: a kernel would read past indptr for an id out of range
-        if seeds.numel():
-            lo, hi = host_list(torch.stack(torch.aminmax(seeds)))
-            if lo < 0 or hi >= self.graph.num_nodes:
-                raise ValueError(f"{name} holds node id {lo if lo < 0 else hi}, outside "
-                                 f"[0, {self.graph.num_nodes})")
-
     def sample(self, seeds: torch.Tensor, generator: torch.Generator | None = None,
                validate: bool = True) -> SamplerOutput:
         """Sample around ``seeds`` (``[B]`` int64 on ``device``, ids in range;
@@ -321,7 +314,7 @@ class NeighborSampler:
         """
         if validate:
             self._check_seeds(seeds, "seeds")
-            self._check_range(seeds, "seeds")
+            check_ids_in_range(seeds, self.graph.num_nodes, "seeds")
         rng = self._draw_rng(generator)  # one draw per hop, so both paths agree
         captured = self._replayable(seeds.numel()) if self.cuda_graph and seeds.numel() else None
         if captured is not None:
@@ -374,7 +367,7 @@ class NeighborSampler:
         sizes = [seeds.numel() for seeds in seeds_list]
         total = sum(sizes)
         if validate and total:
-            self._check_range(torch.cat(list(seeds_list)), "seeds_list")
+            check_ids_in_range(torch.cat(list(seeds_list)), self.graph.num_nodes, "seeds_list")
         if num_batches == 1 or total == 0 or not use_triton(self.device):
             # the CPU path's reference draws every number from the generator in turn
             return [self.sample(seeds, generator, validate=False) for seeds in seeds_list]
