@@ -55,7 +55,9 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   sampler's sizes read with ``.tolist()`` (a pageable copy), then each
   change added, then the first setting again (the spread of the run).
   With ``--host-adam`` instead: the defaults with Adam foreach (PyTorch's
-  default on a GPU), ``fused=True``, then foreach again.
+  default on a GPU), ``fused=True``, then foreach again; with
+  ``--host-id-map``: the defaults with hash id maps only, with a direct
+  id map where it fits (``kernels.id_map``), then hash again.
 * ``scaling``: the recommended configuration at budget ``--budgets-gb[0]``
   against batch size, fanouts and budget, and a feature-width point for this
   run's ``--features``. Other widths are runs of their own, with nodes and
@@ -176,6 +178,8 @@ def parse_args():
     p.add_argument("--switch-intervals", type=float, nargs="*", default=[],
                    help="with --parts host: time the defaults at each of these sys.setswitchinterval "
                         "values (seconds), between two at Python's (0.005), instead of the settings")
+    p.add_argument("--host-id-map", action="store_true",
+                   help="with --parts host: the defaults with hash id maps, direct ones, hash again")
     p.add_argument("--host-adam", action="store_true",
                    help="with --parts host: time the defaults with Adam foreach, fused, foreach again, "
                         "instead of the settings")
@@ -803,31 +807,41 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
     import importlib
     aggregate_kernels = importlib.import_module("tritongnn.kernels.aggregate")  # the module, not the function
     sampler_module = importlib.import_module("tritongnn.sampling.sampler")
+    id_map_module = importlib.import_module("tritongnn.kernels.id_map")
     default = aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list
+    direct_max = id_map_module.DIRECT_MAX_BYTES
     adam, switch = args.adam, sys.getswitchinterval()
     eager = 1 << 22  # below a batch's keys: its hops run eagerly, as before 1 << 23
 
     def pageable(t):  # the sizes copy as before host_list
         return t.tolist()
-    # (name, known order, id-map keys a captured graph may own, sizes copy, switch interval, Adam)
-    settings = [("checked order, eager hops, pageable sizes", False, eager, pageable, switch, adam),
-                ("known order, eager hops, pageable sizes", True, eager, pageable, switch, adam),
-                ("known order, replayed hops, pageable sizes", True, default[1], pageable, switch, adam),
-                ("known order, replayed hops, pinned sizes", True, default[1], default[2], switch, adam),
-                ("checked order, eager hops, pageable sizes (again)", False, eager, pageable, switch, adam)]
+    # (name, known order, id-map keys a captured graph may own, sizes copy, switch interval, Adam,
+    #  the largest direct id-map table: 0 = hash tables only)
+    settings = [("checked order, eager hops, pageable sizes", False, eager, pageable, switch, adam, direct_max),
+                ("known order, eager hops, pageable sizes", True, eager, pageable, switch, adam, direct_max),
+                ("known order, replayed hops, pageable sizes", True, default[1], pageable, switch, adam,
+                 direct_max),
+                ("known order, replayed hops, pinned sizes", True, default[1], default[2], switch, adam,
+                 direct_max),
+                ("checked order, eager hops, pageable sizes (again)", False, eager, pageable, switch, adam,
+                 direct_max)]
     if args.switch_intervals:  # the defaults, at Python's interval, each given one, then Python's again
-        settings = [(f"defaults, switch interval {s * 1e3:g} ms", *default, s, adam)
+        settings = [(f"defaults, switch interval {s * 1e3:g} ms", *default, s, adam, direct_max)
                     for s in [switch] + args.switch_intervals + [switch]]
     if args.host_adam:  # the defaults, Adam foreach (PyTorch's default), fused, foreach again
-        settings = [(f"defaults, Adam {a}{' (again)' * (i == 2)}", *default, switch, a)
+        settings = [(f"defaults, Adam {a}{' (again)' * (i == 2)}", *default, switch, a, direct_max)
                     for i, a in enumerate(("foreach", "fused", "foreach"))]
+    if args.host_id_map:  # the defaults with hash id maps, direct where they fit, hash again
+        settings = [(f"defaults, {name} id map", *default, switch, adam, most)
+                    for name, most in (("hash", 0), ("direct", direct_max), ("hash (again)", 0))]
     prepared = None
-    for name, known, keys, sizes, interval, optimizer_kind in settings:
+    for name, known, keys, sizes, interval, optimizer_kind, most in settings:
         aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = known, keys, sizes
+        id_map_module.DIRECT_MAX_BYTES = most
         sys.setswitchinterval(interval)
         args.adam = optimizer_kind  # what make_model reads
         extra = dict(known_order=known, graph_keys_max=keys, pinned_sizes=sizes is default[2],
-                     switch_interval=interval, adam=args.adam)
+                     switch_interval=interval, adam=args.adam, direct_id_map_max_bytes=most)
         for budget in args.budgets_gb:
             tag = f"{budget:g} GB" if budget else "no budget"
             _, loader, model, optimizer = ours(
@@ -842,6 +856,7 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
                   **time_alone(model, optimizer, prepared, args, per_epoch, device), **extra))
         del model, optimizer
     aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = default
+    id_map_module.DIRECT_MAX_BYTES = direct_max
     sys.setswitchinterval(switch)
     args.adam = adam
 

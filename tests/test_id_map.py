@@ -1,9 +1,13 @@
 """Fused id map: equal to the torch reference element for element, with
 separate id spaces per sub-batch, across hops and table growth."""
 import torch
+import pytest
 from hypothesis import given, strategies as st
 
 from tritongnn.kernels import IdMap, reference
+from tritongnn.kernels import id_map as id_map_module
+
+KINDS = ["direct", "hash"]
 
 
 def grouped(batch_sizes, device):
@@ -25,9 +29,10 @@ def run_hops(id_map, seeds, seeds_batch, hops):
     return [t.cpu() for t in out]
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @given(num_nodes=st.integers(1, 300), num_batches=st.integers(1, 3), data=st.data(),
        capacity=st.sampled_from([1, 16, 4096]))
-def test_id_map_matches_reference(device, num_nodes, num_batches, capacity, data):
+def test_id_map_matches_reference(device, kind, num_nodes, num_batches, capacity, data):
     g = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1)))
     k = num_batches
     seed_sizes = data.draw(st.lists(st.integers(1, 20), min_size=k, max_size=k))
@@ -43,7 +48,7 @@ def test_id_map_matches_reference(device, num_nodes, num_batches, capacity, data
         ptr = torch.tensor([0] + sizes).cumsum(0).to(device) if k > 1 and data.draw(st.booleans()) else None
         hops.append((cand, torch.tensor([total], device=device), batch if k > 1 else None, ptr))
     sb = grouped(seed_sizes, device) if k > 1 else None
-    got = run_hops(IdMap(num_nodes, k, capacity, device), seeds, sb, hops)
+    got = run_hops(IdMap(num_nodes, k, capacity, device, kind=kind), seeds, sb, hops)
     want = run_hops(reference.IdMap(num_nodes, k, "cpu"), seeds.cpu(), None if sb is None else sb.cpu(),
                     [(c.cpu(), n.cpu(), None if b is None else b.cpu(), None) for c, n, b, _ in hops])
     assert len(got) == len(want)
@@ -51,9 +56,10 @@ def test_id_map_matches_reference(device, num_nodes, num_batches, capacity, data
         assert torch.equal(a, b)
 
 
-def test_id_map_semantics(device):
+@pytest.mark.parametrize("kind", KINDS)
+def test_id_map_semantics(device, kind):
     # Two sub-batches share node 5 and node 7 but keep their own ids.
-    m = IdMap(10, 2, 4, device)
+    m = IdMap(10, 2, 4, device, kind=kind)
     seeds = torch.tensor([5, 1, 5, 7], device=device)
     local = m.start(seeds, torch.tensor([0, 0, 1, 1], device=device))
     assert local.tolist() == [0, 1, 0, 1]
@@ -69,7 +75,8 @@ def test_id_map_semantics(device):
     assert m.num_nodes_per_batch.tolist() == [4, 3]
 
 
-def test_per_batch_counts_from_cand_ptr_equal_the_counted_ones(device):
+@pytest.mark.parametrize("kind", KINDS)
+def test_per_batch_counts_from_cand_ptr_equal_the_counted_ones(device, kind):
     # the sampler passes each hop's edge_ptr: the same map as counting the
     # candidates of each sub-batch one by one
     g = torch.Generator().manual_seed(11)
@@ -80,8 +87,8 @@ def test_per_batch_counts_from_cand_ptr_equal_the_counted_ones(device):
     batch = torch.cat([grouped(sizes, device), torch.full((3,), 9, device=device)])
     count = torch.tensor([sum(sizes)], device=device)
     ptr = torch.tensor([0] + sizes).cumsum(0).to(device)
-    with_ptr = run_hops(IdMap(50, 3, 64, device), seeds, seeds_batch, [(cand, count, batch, ptr)])
-    counted = run_hops(IdMap(50, 3, 64, device), seeds, seeds_batch, [(cand, count, batch, None)])
+    with_ptr = run_hops(IdMap(50, 3, 64, device, kind=kind), seeds, seeds_batch, [(cand, count, batch, ptr)])
+    counted = run_hops(IdMap(50, 3, 64, device, kind=kind), seeds, seeds_batch, [(cand, count, batch, None)])
     for a, b in zip(with_ptr, counted):
         assert torch.equal(a, b)
 
@@ -115,11 +122,13 @@ def test_id_map_table_is_int64_when_keys_pass_int32(device):
     # K x num_nodes past 2^31 - 1: keys (sub_batch * num_nodes + node) need
     # 64 bits; the ids drawn stay small, the keys of sub-batch 1 do not
     num_nodes = 2**31 + 5
-    m = IdMap(num_nodes, 2, 64, device)
+    m = IdMap(num_nodes, 2, 64, device)  # "auto": 2^32 words would not fit a direct table
+    assert m.direct is None or device.type == "cpu"
+    m = IdMap(num_nodes, 2, 64, device, kind="hash")
     assert m.table.dtype == torch.int64 and m.table.shape[1] == 4
     seeds, seeds_batch, hops = random_hops(200, [6, 9], [[40, 25], [70, 90]], device, seed=3)
     assert_matches_reference(m, num_nodes, seeds, seeds_batch, hops)
-    narrow = IdMap(1000, 2, 64, device)
+    narrow = IdMap(1000, 2, 64, device, kind="hash")
     assert narrow.table.dtype == torch.int32  # 16 B a slot
 
 
@@ -128,11 +137,10 @@ def test_id_map_widens_to_int64_before_stamps_pass_int32(device, monkeypatch):
     # rehashed into int64 words before they would pass the limit (lowered
     # here from 2^31 - 1), in the seeds or between hops, and a new batch
     # starts from the widened table
-    from tritongnn.kernels import id_map as id_map_module
     monkeypatch.setattr(id_map_module, "_INT32_LIMIT", 150)
     for seed_sizes, hop_sizes in (([20, 30], [[30, 20], [40, 50], [10, 5]]),  # widens before hop 2
                                   ([90, 70], [[12, 8]])):                       # widens in the seeds
-        m = IdMap(60, 2, 16, device)  # 120 < 150: int32 keys
+        m = IdMap(60, 2, 16, device, kind="hash")  # 120 < 150: int32 keys
         assert m.table.dtype == torch.int32
         seeds, seeds_batch, hops = random_hops(60, seed_sizes, hop_sizes, device, seed=5)
         assert_matches_reference(m, 60, seeds, seeds_batch, hops)
@@ -140,11 +148,59 @@ def test_id_map_widens_to_int64_before_stamps_pass_int32(device, monkeypatch):
         assert_matches_reference(m, 60, seeds, seeds_batch, hops)  # the same map, a second batch
 
 
-def test_map_of_k_started_without_sub_batches(device):
+@pytest.mark.parametrize("kind", KINDS)
+def test_map_of_k_started_without_sub_batches(device, kind):
     # a map sized for K sub-batches used for one batch (no seeds_batch): the
     # seeds and the later hops' nodes are sub-batch 0's, counts stay [K]
     seeds = torch.tensor([4, 5], device=device)
     hops = [(torch.tensor([6, 7, 4, 9], device=device), torch.tensor([4], device=device), None, None),
             (torch.tensor([6, 1], device=device), torch.tensor([2], device=device),
              torch.tensor([0, 1], device=device), None)]
-    assert_matches_reference(IdMap(10, 3, 16, device), 10, seeds, None, hops)
+    assert_matches_reference(IdMap(10, 3, 16, device, kind=kind), 10, seeds, None, hops)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_batch_sees_nothing_of_the_batches_before(device, kind):
+    # one map, batch after batch: every batch equals the reference's fresh
+    # map (a direct table's words of earlier batches must read as free),
+    # with overlapping nodes so that stale words would be found
+    m = IdMap(40, 2, 16, device, kind=kind)
+    for seed in range(4):
+        seeds, seeds_batch, hops = random_hops(40, [7, 5], [[30, 20], [60, 45]], device, seed=seed)
+        assert_matches_reference(m, 40, seeds, seeds_batch, hops)
+
+
+def test_direct_table_is_cleared_when_its_tags_run_out(device, monkeypatch):
+    # tags of 26 bits: the host counts batches and clears the words and the
+    # tag before it would pass TAG_MAX (lowered here to 3); every batch still
+    # matches the reference, and the tag restarts
+    monkeypatch.setattr(id_map_module, "TAG_MAX", 3)
+    m = IdMap(30, 1, 16, device, kind="direct")
+    if m.direct is None:  # the CPU path without the interpreter: the reference map
+        pytest.skip("no Triton on this device")
+    for seed in range(7):
+        seeds, _, hops = random_hops(30, [6], [[25], [40]], device, seed=seed)
+        assert_matches_reference(m, 30, seeds, None, hops)
+        assert int(m.direct.tag) == seed % 3 + 1
+
+
+def test_maps_sharing_a_direct_table(device):
+    # two maps of one table (as a sampler's captured graphs share it), used
+    # in turn: each batch equals the reference's
+    m1 = IdMap(50, 2, 16, device, kind="direct")
+    if m1.direct is None:
+        pytest.skip("no Triton on this device")
+    m2 = IdMap(50, 1, 16, device, kind="direct", direct=m1.direct)
+    assert m2.table is m1.table
+    for seed in range(3):
+        seeds, seeds_batch, hops = random_hops(50, [5, 4], [[20, 30]], device, seed=seed)
+        assert_matches_reference(m1, 50, seeds, seeds_batch, hops)
+        seeds, _, hops = random_hops(50, [9], [[35], [50]], device, seed=10 + seed)
+        assert_matches_reference(m2, 50, seeds, None, hops)
+    with pytest.raises(ValueError, match="direct table of 50 keys"):
+        IdMap(50, 2, 16, device, kind="direct", direct=id_map_module.DirectTable(50, device))
+
+
+def test_id_map_kind_is_checked(device):
+    with pytest.raises(ValueError, match="kind must be"):
+        IdMap(10, 1, 16, device, kind="array")

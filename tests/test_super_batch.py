@@ -46,6 +46,30 @@ def test_sample_many_is_each_batch_alone(device, num_batches, num_neighbors, rep
     assert_same_output(sampler.sample(seeds[0], one), sampler.sample(seeds[0], many))
 
 
+def test_direct_and_hash_id_maps_give_the_same_batches(device, monkeypatch):
+    # the sampler's maps on its one direct table (where it fits) or on hash
+    # tables: the same batches, alone and in super-batches, batch after batch
+    from tritongnn.kernels import id_map
+    data = random_data()
+    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True).to(device)
+    seeds = split_seeds(data.num_nodes, [13, 13, 5], device)
+
+    def batches():
+        sampler = NeighborSampler(graph, [4, 3], device=device, return_eid=True)
+        gen = torch.Generator().manual_seed(4)
+        outs = [sampler.sample(s, gen) for s in seeds] + sampler.sample_many(seeds, gen) + \
+            sampler.sample_many(seeds[:2], gen)
+        return outs, sampler
+    direct, sampler = batches()
+    if sampler._id_map is not None and sampler._id_map._ref is None:  # the kernels' maps (not the reference's)
+        assert sampler._id_map.direct is not None and sampler._id_map.direct is sampler._direct
+    monkeypatch.setattr(id_map, "DIRECT_MAX_BYTES", 0)
+    hashed, sampler = batches()
+    assert sampler._direct is None
+    for a, b in zip(direct, hashed, strict=True):
+        assert_same_output(a, b)
+
+
 def test_sample_many_repeated_seeds_and_id_spaces(device):
     # The same seeds in every sub-batch: each sub-batch has its own local ids
     # (duplicates across sub-batches are separate nodes), a repeated seed

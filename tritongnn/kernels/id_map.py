@@ -3,14 +3,26 @@
 Every sampled neighbour must become a local id of its mini-batch: an old one if
 the node is already in the batch, else the next free one, in order of first
 appearance (seeds first, then each hop's new nodes in the order PyG's sampler
-meets them). One open-addressing hash table holds the batch's nodes across all
-hops; its key is ``sub_batch * num_nodes + node``, so K mini-batches sampled
-in one launch (super-batching) keep separate id spaces in one table.
+meets them). One table holds the batch's nodes across all hops; its key is
+``sub_batch * num_nodes + node``, so K mini-batches sampled in one launch
+(super-batching) keep separate id spaces in one table. The table is one of
+two kinds:
 
-Why a hash table with atomic CAS and not an atomic-free flag array + prefix
-sum: a flag array needs ``num_nodes`` entries per sub-batch (111M nodes x K
-sub-batches) and a memset of all of them per batch, while a batch touches
-~10^5-10^6 nodes. The table has ``2 x`` the keys a batch can ask at most.
+* **direct** (where ``K x num_nodes`` int64 words take at most
+  ``DIRECT_MAX_BYTES``, 1 GiB: 134M node-sub-batches; ogbn-papers100M's 111M
+  nodes at K = 1): one word per key, the key is the slot. A word is
+  ``tag << 37 | kind << 36 | low``; the tag is the batch's (a device counter
+  each ``start`` adds one to), so the words of every earlier batch read as
+  free without a memset of the table (a batch touches ~10^6 of its 10^8
+  words). Kind 0 is a claim, ``low = 2^36 - 1 - position``, so
+  ``atomic_max`` keeps the first claimant and a later batch's claim beats
+  any earlier batch's word; kind 1 holds the node's local id, written by its
+  representative, and beats every claim of its batch (later hops' nodes
+  find it). One atomic per candidate, no probing. The tag has 26 bits: the
+  host counts batches and clears the table once every ``TAG_MAX`` (67M).
+* **hash** (open addressing with atomic CAS): ``2 x`` the keys a batch can
+  ask at most, reset by a fill per batch. For graphs too large for a
+  direct table: it needs memory per key asked, not per node.
 
 Why not "first insert takes ``atomic_add(counter)``" (FastGL): which
 duplicate wins the race changes run to run, so local ids would be
@@ -29,7 +41,14 @@ nondeterministic under a fixed seed. Instead each hop runs three passes:
    not read, so no pass has to wait for another's writes). Representatives
    write the slot's local id and append the node to the hop's new nodes.
 
-Table layout: one row of four words per slot (key, stamp, local id, unused),
+A direct table runs the same passes on its words: the insert is one
+``atomic_max`` of the candidate's claim, the flag compares the word with the
+candidate's own claim, and in the assign a candidate that reads a local word
+(kind 1) takes its id: a node of an earlier hop, or one of this hop whose
+representative wrote its word first, which is the id the candidate would
+compute.
+
+Hash table layout: one row of four words per slot (key, stamp, local id, unused),
 int32 where the keys fit (``K x num_nodes < 2^31 - 1``: 16 B a slot), else
 int64 (32 B). A row never straddles a 32 B sector, so a candidate's CAS and
 min, its flag's read and its assignment each touch one sector of the table,
@@ -61,6 +80,14 @@ _KEY, _STAMP, _LOCAL = 0, 1, 2
 # batch's map widens to int64); a module constant so tests can lower it
 _INT32_LIMIT = 2**31 - 1
 
+# The direct table (module docstring): a word is tag << 37 | kind << 36 | low.
+DIRECT_MAX_BYTES = 1 << 30  # a direct table when K x num_nodes words take at most this
+TAG_SHIFT = 37
+LOCAL_BIT = 1 << 36          # kind 1: low is the node's local id; kind 0: LOW_MAX - the claimant's position
+LOW_MAX = (1 << 36) - 1      # positions and local ids below 2^36 (far past any GPU's memory)
+TAG_MAX = (1 << 26) - 1      # batches between two clears of the table (a module constant: tests lower it)
+_TAG_SHIFT, _LOCAL_BIT, _LOW_MAX = tl.constexpr(TAG_SHIFT), tl.constexpr(LOCAL_BIT), tl.constexpr(LOW_MAX)
+
 
 def _empty_word(dtype: torch.dtype) -> int:
     """The empty key and the free stamp of a table of ``dtype``."""
@@ -85,9 +112,17 @@ def _slot_of(table, key, m, cap_mask, hash_shift, EMPTY: tl.constexpr):
     return b_slot
 
 
+@triton.jit
+def _position_word(tag, pos):
+    # a direct table's word for "claimed by the candidate at ``pos``"
+    return (tag << _TAG_SHIFT) | (_LOW_MAX - pos)
+
+
 @triton.jit(do_not_specialize=["bound", "num_nodes", "stamp_base", "cap_mask", "hash_shift"])
 def _insert_kernel(
-    table,       # [cap, 4] int32/int64 rows: key (EMPTY = free), stamp (min of its claimants), local id
+    table,       # hash: [cap, 4] int32/int64 rows: key (EMPTY = free), stamp (min of its claimants), local id;
+                 # DIRECT: [K * num_nodes] int64 words (module docstring)
+    tag,         # [1] int64 device: this batch's tag (DIRECT)
     cand,        # [bound] int64 global node ids
     cand_batch,  # [bound] int64 sub-batch of each candidate (if HAS_BATCH)
     num_cand,    # [1] int64 device scalar: valid prefix
@@ -99,6 +134,7 @@ def _insert_kernel(
     hash_shift,  # 64 - log2(table size)
     EMPTY: tl.constexpr,
     HAS_BATCH: tl.constexpr,
+    DIRECT: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -106,29 +142,40 @@ def _insert_kernel(
     b_key = tl.load(cand + i_c, mask=m_c, other=0)
     if HAS_BATCH:
         b_key += tl.load(cand_batch + i_c, mask=m_c, other=0) * num_nodes
-    b_slot = _slot_of(table, b_key, m_c, cap_mask, hash_shift, EMPTY)
-    tl.atomic_min(table + b_slot * 4 + 1, (stamp_base + i_c).to(table.dtype.element_ty), mask=m_c)
+    if DIRECT:  # the key is the slot: one atomic, no probing
+        b_slot = b_key
+        tl.atomic_max(table + b_slot, _position_word(tl.load(tag), stamp_base + i_c), mask=m_c)
+    else:
+        b_slot = _slot_of(table, b_key, m_c, cap_mask, hash_shift, EMPTY)
+        tl.atomic_min(table + b_slot * 4 + 1, (stamp_base + i_c).to(table.dtype.element_ty), mask=m_c)
     tl.store(out_slot + i_c, b_slot, mask=m_c)
 
 
 @triton.jit(do_not_specialize=["bound", "stamp_base"])
 def _flag_kernel(
-    table, out_slot, num_cand,
+    table, tag, out_slot, num_cand,
     flags,       # [bound] int32 out: 1 iff the candidate is its node's first occurrence this hop
     bound, stamp_base,
+    DIRECT: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m_slot = i_c < bound
     m_c = m_slot & (i_c < tl.load(num_cand))
     b_slot = tl.load(out_slot + i_c, mask=m_c, other=0)
-    b_stamp = tl.load(table + b_slot * 4 + 1, mask=m_c, other=-1).to(tl.int64)
-    tl.store(flags + i_c, (m_c & (b_stamp == stamp_base + i_c)).to(tl.int32), mask=m_slot)
+    if DIRECT:
+        b_word = tl.load(table + b_slot, mask=m_c, other=0)
+        b_first = b_word == _position_word(tl.load(tag), stamp_base + i_c)
+    else:
+        b_stamp = tl.load(table + b_slot * 4 + 1, mask=m_c, other=-1).to(tl.int64)
+        b_first = b_stamp == stamp_base + i_c
+    tl.store(flags + i_c, (m_c & b_first).to(tl.int32), mask=m_slot)
 
 
 @triton.jit(do_not_specialize=["bound", "stamp_base"])
 def _assign_kernel(
-    table,       # [cap, 4] rows: key, stamp, local id (of the slot's node)
+    table,       # hash: [cap, 4] rows: key, stamp, local id (of the slot's node); DIRECT: words
+    tag,         # [1] int64 device (DIRECT)
     out_slot, cand, cand_batch, num_cand,
     rank,        # [bound] int64 inclusive cumsum of flags (SEEDS: unused)
     base,        # [K] int64 nodes each sub-batch had before this hop
@@ -141,20 +188,31 @@ def _assign_kernel(
     bound, stamp_base,
     SEEDS: tl.constexpr,  # hop 0: every seed takes the next id, duplicates included
     HAS_BATCH: tl.constexpr,
+    DIRECT: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m_c = (i_c < bound) & (i_c < tl.load(num_cand))
     b_slot = tl.load(out_slot + i_c, mask=m_c, other=0)
-    b_row = table + b_slot * 4
-    b_stamp = tl.load(b_row + 1, mask=m_c, other=0).to(tl.int64)
+    if DIRECT:
+        # a position word: claimed this hop, by the candidate at LOW_MAX - low;
+        # a local word: the node's local id (an earlier hop's node, or this
+        # hop's whose representative has already written it)
+        b_tag = tl.load(tag)
+        b_word = tl.load(table + b_slot, mask=m_c, other=0)
+        b_low = b_word & _LOW_MAX
+        b_is_current = (b_word & _LOCAL_BIT) == 0
+        b_stamp = _LOW_MAX - b_low
+    else:
+        b_row = table + b_slot * 4
+        b_stamp = tl.load(b_row + 1, mask=m_c, other=0).to(tl.int64)
+        b_is_current = b_stamp >= stamp_base  # claimed in this hop, not earlier
     if HAS_BATCH:
         b_batch = tl.load(cand_batch + i_c, mask=m_c, other=0)
     else:
         b_batch = tl.zeros_like(i_c)
     b_base = tl.load(base + b_batch, mask=m_c, other=0)
     b_first = tl.load(first_rank + b_batch, mask=m_c, other=0)
-    b_is_current = b_stamp >= stamp_base  # claimed in this hop, not earlier
     b_rep = b_stamp - stamp_base
     b_is_rep = m_c & b_is_current & (b_rep == i_c)
     if SEEDS:
@@ -162,10 +220,16 @@ def _assign_kernel(
         b_rank = i_c
     else:
         b_rep_rank = tl.load(rank + b_rep, mask=m_c & b_is_current, other=0) - 1
-        b_old = tl.load(b_row + 2, mask=m_c & ~b_is_current, other=0).to(tl.int64)
+        if DIRECT:
+            b_old = b_low
+        else:
+            b_old = tl.load(b_row + 2, mask=m_c & ~b_is_current, other=0).to(tl.int64)
         b_local = tl.where(b_is_current, b_base + b_rep_rank - b_first, b_old)
         b_rank = b_rep_rank
-    tl.store(b_row + 2, b_local.to(table.dtype.element_ty), mask=b_is_rep)
+    if DIRECT:
+        tl.store(table + b_slot, (b_tag << _TAG_SHIFT) | _LOCAL_BIT | b_local, mask=b_is_rep)
+    else:
+        tl.store(b_row + 2, b_local.to(table.dtype.element_ty), mask=b_is_rep)
     tl.store(out_local + i_c, b_local, mask=m_c)
     if not SEEDS:
         tl.store(new_nodes + b_rank, tl.load(cand + i_c, mask=b_is_rep, other=0), mask=b_is_rep)
@@ -174,18 +238,61 @@ def _assign_kernel(
             tl.store(new_batch + b_rank, b_batch, mask=b_is_rep)
 
 
+def direct_fits(num_nodes: int, num_batches: int) -> bool:
+    """Whether a map of K sub-batches over ``num_nodes`` nodes takes a
+    direct table (``DIRECT_MAX_BYTES``)."""
+    return 8 * int(num_nodes) * int(num_batches) <= DIRECT_MAX_BYTES
+
+
+class DirectTable:
+    """The words of direct id maps: one int64 per (sub-batch, node), tagged
+    by batch (module docstring), shareable by every map of one sampler whose
+    batches run one after another on one stream.
+
+    Args:
+        num_keys: K x num_nodes, the keys it serves (maps of K' <= K too).
+        device: where it lives.
+    """
+
+    def __init__(self, num_keys: int, device):
+        self.words = torch.zeros(int(num_keys), dtype=torch.int64, device=device)
+        self.tag = torch.zeros(1, dtype=torch.int64, device=device)  # the current batch's, on the device
+        self._batches = 0  # batches since the last clear, counted on the host
+
+    @property
+    def num_keys(self) -> int:
+        return self.words.numel()
+
+    def next_batch(self) -> None:
+        """Count a batch about to take the next tag (a map's ``start``, run
+        or replayed); before the tag would pass ``TAG_MAX``, clear the words
+        and the tag. Not inside a CUDA graph capture (the capture records the
+        tag's increment; the replay counts it)."""
+        if self.words.is_cuda and torch.cuda.is_current_stream_capturing():
+            return
+        self._batches += 1
+        if self._batches > TAG_MAX:
+            self.words.zero_()
+            self.tag.zero_()
+            self._batches = 1
+
+
 class IdMap:
     """Global-to-local id map of one (super-)batch, grown hop by hop.
 
     Args:
         num_nodes: nodes in the graph (ids are in ``[0, num_nodes)``).
         num_batches: K, sub-batches sharing the table, each with its own ids.
-        capacity: keys the table is first sized for (it holds twice that
+        capacity: keys a hash table is first sized for (it holds twice that
             many slots, for short probes); it grows, with one host sync, when
-            a hop could overflow it.
+            a hop could overflow it. A direct table holds every key.
         device: where the table lives.
+        kind: ``"direct"`` (one word per key, ``K x num_nodes`` words),
+            ``"hash"``, or ``"auto"``: direct when ``direct_fits``.
+        direct: with a direct kind, the ``DirectTable`` to use (shared with
+            other maps; at least ``K x num_nodes`` keys); None: its own.
 
-    The table's words are int32 when every key fits (``num_batches *
+    A hash table's words are int32 when every key fits (``num_batches *
     num_nodes < 2^31 - 1``), else int64; an int32 table widens to int64
     (one sync) before a batch's stamps would pass 2^31 - 1 (more candidates
     in one batch than that).
@@ -196,25 +303,44 @@ class IdMap:
         >>> hop = m.insert(neighbours, count)   # hop.local: their local ids
     """
 
-    def __init__(self, num_nodes: int, num_batches: int, capacity: int, device):
+    def __init__(self, num_nodes: int, num_batches: int, capacity: int, device, kind: str = "auto",
+                 direct: DirectTable | None = None):
         self.device = torch.device(device)
         self.num_nodes = int(num_nodes)
         self.num_batches = int(num_batches)
         if self.num_batches < 1:
             raise ValueError(f"num_batches must be >= 1, got {num_batches}")
+        if kind not in ("auto", "direct", "hash"):
+            raise ValueError(f"kind must be 'auto', 'direct' or 'hash', got {kind!r}")
         if not use_triton(self.device):
             self._ref = reference.IdMap(num_nodes, num_batches, self.device)
+            self.direct = None
             return
         self._ref = None
-        narrow = self.num_batches * self.num_nodes < _INT32_LIMIT
-        self._allocate(capacity, torch.int32 if narrow else torch.int64)
+        keys = self.num_batches * self.num_nodes
+        if kind == "direct" or (kind == "auto" and direct_fits(self.num_nodes, self.num_batches)):
+            if direct is None:
+                direct = DirectTable(keys, self.device)
+            elif direct.num_keys < keys or direct.words.device != self.device:
+                raise ValueError(f"direct table of {direct.num_keys} keys on {direct.words.device}: "
+                                 f"this map needs {keys} on {self.device}")
+            self.direct = direct
+            self.table, self._tag = direct.words, direct.tag
+        else:
+            self.direct = None
+            self._tag = torch.zeros(1, dtype=torch.int64, device=self.device)  # unused by the hash kernels
+            narrow = keys < _INT32_LIMIT
+            self._allocate(capacity, torch.int32 if narrow else torch.int64)
         self.base = torch.zeros(self.num_batches, dtype=torch.int64, device=self.device)
         self._keys_bound = 0  # host-side upper bound on the keys inserted so far
         self._stamp_base = 0  # stamp of the next hop's first candidate: every hop's come after the last's
 
     @property
-    def capacity(self) -> int:
-        return self._ref.capacity if self._ref else self.table.shape[0] // 2
+    def capacity(self) -> int | float:
+        """Keys the map holds before it must grow (a direct map: every key)."""
+        if self._ref or self.direct is not None:
+            return float("inf")
+        return self.table.shape[0] // 2
 
     @property
     def num_nodes_per_batch(self) -> torch.Tensor:
@@ -241,10 +367,15 @@ class IdMap:
         if self._ref:
             return self._ref.start(seeds, seeds_batch)
         bound = seeds.numel()
-        wide = self.table.dtype == torch.int32 and bound >= _INT32_LIMIT  # the seeds' stamps past int32
-        if bound > self.capacity or wide:
-            self._allocate(max(bound, self.capacity), torch.int64 if wide else self.table.dtype)
-        self.table.fill_(_empty_word(self.table.dtype))  # every key empty, every stamp free
+        if self.direct is not None:
+            self._check_positions(bound)
+            self.direct.next_batch()
+            self._tag.add_(1)  # a new tag: every word of an earlier batch reads as free
+        else:
+            wide = self.table.dtype == torch.int32 and bound >= _INT32_LIMIT  # the seeds' stamps past int32
+            if bound > self.capacity or wide:
+                self._allocate(max(bound, self.capacity), torch.int64 if wide else self.table.dtype)
+            self.table.fill_(_empty_word(self.table.dtype))  # every key empty, every stamp free
         self._keys_bound = bound
         self._stamp_base = bound
         count = torch.full((1,), bound, dtype=torch.int64, device=self.device)
@@ -262,10 +393,16 @@ class IdMap:
         local = torch.empty(bound, dtype=torch.int64, device=self.device)
         if bound:
             _assign_kernel[(triton.cdiv(bound, 1024),)](
-                self.table, slot, seeds, seeds_batch, count,
+                self.table, self._tag, slot, seeds, seeds_batch, count,
                 slot, torch.zeros_like(first), first, local, local, local, local,
-                bound, 0, SEEDS=True, HAS_BATCH=seeds_batch is not None, BLOCK=1024)
+                bound, 0, SEEDS=True, HAS_BATCH=seeds_batch is not None, DIRECT=self.direct is not None,
+                BLOCK=1024)
         return local
+
+    def _check_positions(self, bound: int) -> None:
+        if self._stamp_base + bound > LOW_MAX:  # 2^36 candidates: 550 GB of ids alone
+            raise ValueError(f"a batch of {self._stamp_base + bound} candidates: a direct id map "
+                             f"takes at most {LOW_MAX}")
 
     def _allocate(self, capacity: int, dtype: torch.dtype) -> None:
         size = next_power_of_2(max(2 * int(capacity), 64))
@@ -293,11 +430,11 @@ class IdMap:
         if bound:
             size = self.table.shape[0]
             _insert_kernel[(triton.cdiv(bound, 1024),)](
-                self.table, cand, cand_batch, count, slot, bound, self.num_nodes, stamp_base,
-                size - 1, 65 - size.bit_length(), EMPTY=_empty_word(self.table.dtype),
-                HAS_BATCH=cand_batch is not None, BLOCK=1024)
+                self.table, self._tag, cand, cand_batch, count, slot, bound, self.num_nodes, stamp_base,
+                size - 1, 65 - size.bit_length(),
+                EMPTY=_empty_word(self.table.dtype), HAS_BATCH=cand_batch is not None,
+                DIRECT=self.direct is not None, BLOCK=1024)
         return slot
-
     def insert(self, cand: torch.Tensor, num_cand: torch.Tensor,
                cand_batch: torch.Tensor | None = None, cand_ptr: torch.Tensor | None = None) -> MappedHop:
         """Map one hop's sampled neighbours to local ids, adding new nodes.
@@ -320,9 +457,12 @@ class IdMap:
         if self._ref:
             return self._ref.insert(cand, num_cand, cand_batch)  # counts on the CPU: no cand_ptr needed
         bound = cand.numel()
-        wide = self.table.dtype == torch.int32 and self._stamp_base + bound >= _INT32_LIMIT
-        if self._keys_bound + bound > self.capacity or wide:
-            self._grow(bound, torch.int64 if wide else self.table.dtype)
+        if self.direct is not None:
+            self._check_positions(bound)
+        else:
+            wide = self.table.dtype == torch.int32 and self._stamp_base + bound >= _INT32_LIMIT
+            if self._keys_bound + bound > self.capacity or wide:
+                self._grow(bound, torch.int64 if wide else self.table.dtype)
         self._keys_bound += bound
         stamp_base = self._stamp_base
         self._stamp_base += bound
@@ -336,7 +476,9 @@ class IdMap:
             return MappedHop(local, new_nodes, new_local, new_batch, zero,
                              torch.zeros_like(self.base))
         grid = (triton.cdiv(bound, 1024),)
-        _flag_kernel[grid](self.table, slot, num_cand, flags, bound, stamp_base, BLOCK=1024)
+        direct = self.direct is not None
+        _flag_kernel[grid](self.table, self._tag, slot, num_cand, flags, bound, stamp_base, DIRECT=direct,
+                           BLOCK=1024)
         rank = torch.cumsum(flags, 0)
         num_new = rank[-1:]
         if cand_batch is None:  # all in sub-batch 0
@@ -358,8 +500,8 @@ class IdMap:
             per_batch = per_batch[:self.num_batches]
             first = torch.cumsum(per_batch, 0) - per_batch
         _assign_kernel[grid](
-            self.table, slot, cand, cand_batch, num_cand, rank,
+            self.table, self._tag, slot, cand, cand_batch, num_cand, rank,
             self.base, first, local, new_nodes, new_local, new_batch if new_batch is not None else local,
-            bound, stamp_base, SEEDS=False, HAS_BATCH=cand_batch is not None, BLOCK=1024)
+            bound, stamp_base, SEEDS=False, HAS_BATCH=cand_batch is not None, DIRECT=direct, BLOCK=1024)
         self.base = self.base + per_batch
         return MappedHop(local, new_nodes, new_local, new_batch, num_new, per_batch)

@@ -49,6 +49,7 @@ from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 from .._checks import check_ids_in_range
 from ..graph import CSCGraph
 from ..kernels import IdMap, draw_seeds, sample_neighbors
+from ..kernels.id_map import DirectTable, direct_fits
 from ..kernels.sample import MAX_FANOUT, check_method
 from ..kernels._launch import host_list, use_triton
 
@@ -123,8 +124,9 @@ class _CapturedHops:
             self.seeds_batch = torch.zeros(batch_size, dtype=torch.int64, device=device)
             self.batch_ptr = torch.full((num_batches + 1,), batch_size, dtype=torch.int64, device=device)
             self.batch_ptr[0] = 0
-        # its own table, sized so that no hop needs to grow it (a sync)
-        self.id_map = IdMap(sampler.graph.num_nodes, num_batches, sampler._keys_bound(batch_size), device)
+        # its own hash table, sized so that no hop needs to grow it (a sync),
+        # or the sampler's direct table
+        self.id_map = sampler._new_id_map(sampler._keys_bound(batch_size), num_batches)
         args = (self.seeds, self.rng, None, self.id_map, self.seeds_batch, self.batch_ptr)
         sampler._hops(*args)  # compiles every kernel first
         self.graph = torch.cuda.CUDAGraph()
@@ -140,6 +142,8 @@ class _CapturedHops:
         if self.seeds_batch is not None:
             self.seeds_batch.copy_(seeds_batch)
             self.batch_ptr.copy_(batch_ptr)
+        if self.id_map.direct is not None:
+            self.id_map.direct.next_batch()  # the replay takes the next tag
         self.graph.replay()
         return self.hops
 
@@ -189,6 +193,7 @@ class NeighborSampler:
         else:
             self._edge_perm = None
         self._id_map = None
+        self._direct: DirectTable | None = None  # the direct id maps' words, shared
         self.cuda_graph = bool(cuda_graph) and self.device.type == "cuda"
         self._captured: dict[int | tuple[int, int], _CapturedHops | None] = {}
         self._tiers = {} if hot_indptr is None and hot_indices is None else \
@@ -222,16 +227,30 @@ class NeighborSampler:
             total += layer
         return total
 
+    def _new_id_map(self, capacity: int, num_batches: int) -> IdMap:
+        """An id map of K sub-batches: on the sampler's one direct table
+        where it fits (``id_map.direct_fits``: the words every map of this
+        sampler shares, its batches running one after another), else a hash
+        table of its own sized for ``capacity`` keys."""
+        if not use_triton(self.device) or not direct_fits(self.graph.num_nodes, num_batches):
+            return IdMap(self.graph.num_nodes, num_batches, capacity, self.device, kind="hash")
+        keys = self.graph.num_nodes * num_batches
+        if self._direct is None or self._direct.num_keys < keys:  # maps made before keep the old one
+            self._direct = DirectTable(keys, self.device)
+        return IdMap(self.graph.num_nodes, num_batches, capacity, self.device, kind="direct",
+                     direct=self._direct)
+
     def _map_for(self, capacity: int, num_batches: int = 1) -> IdMap:
         # One map serves every K up to the largest seen (sub-batches past K
         # stay empty): the loader's last, shorter super-batch reuses it.
         old = self._id_map
         if old is None or old.capacity < capacity or old.num_batches < num_batches:
             if old is not None:
-                capacity = max(capacity, old.capacity)
+                if old.direct is None:
+                    capacity = max(capacity, old.capacity)
                 num_batches = max(num_batches, old.num_batches)
             self._id_map = None  # free the old table before the new one is allocated
-            self._id_map = IdMap(self.graph.num_nodes, num_batches, capacity, self.device)
+            self._id_map = self._new_id_map(capacity, num_batches)
         return self._id_map
 
     def _hops(self, seeds, rng, generator, id_map, seeds_batch=None, batch_ptr=None):
