@@ -238,6 +238,12 @@ def _assign_kernel(
             tl.store(new_batch + b_rank, b_batch, mask=b_is_rep)
 
 
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    # "cuda" without an index is the current GPU
+    index = [d.index if d.index is not None or d.type != "cuda" else torch.cuda.current_device() for d in (a, b)]
+    return a.type == b.type and index[0] == index[1]
+
+
 def direct_fits(num_nodes: int, num_batches: int) -> bool:
     """Whether a map of K sub-batches over ``num_nodes`` nodes takes a
     direct table (``DIRECT_MAX_BYTES``)."""
@@ -321,7 +327,7 @@ class IdMap:
         if kind == "direct" or (kind == "auto" and direct_fits(self.num_nodes, self.num_batches)):
             if direct is None:
                 direct = DirectTable(keys, self.device)
-            elif direct.num_keys < keys or direct.words.device != self.device:
+            elif direct.num_keys < keys or not _same_device(direct.words.device, self.device):
                 raise ValueError(f"direct table of {direct.num_keys} keys on {direct.words.device}: "
                                  f"this map needs {keys} on {self.device}")
             self.direct = direct
