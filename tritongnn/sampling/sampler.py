@@ -1,7 +1,7 @@
 """Multi-hop neighbour sampling of a mini-batch on the GPU.
 
 For every hop: sample the frontier's in-neighbours (``kernels.sample``), map
-them to local ids through the batch's hash table (``kernels.id_map``), and
+them to local ids through the batch's id map (``kernels.id_map``), and
 take the new nodes as the next frontier. Buffers are sized by host-side upper
 bounds with device-side counts, so the hops run back to back; the host waits
 once per batch, to learn the sizes it returns (``num_sampled_nodes`` /
@@ -14,7 +14,8 @@ CUDA graph and replayed: a batch is some 20 small kernels and torch ops whose
 Python launch cost (~1 ms) exceeds their GPU time (~0.3 ms), and on the host
 that time competes with the training loop for the interpreter. Replay needs
 what capture froze to stay put: the seeds and per-hop Philox seeds are copied
-into static buffers, the hash table is the graph's own, and the batch's
+into static buffers, a hash id map is the graph's own (a direct one is the
+sampler's, shared: its tag tells batches apart), and the batch's
 outputs are copied out of the graph's buffers before the next replay. Batches
 whose hops must sync (fanout -1, very large frontiers) run eagerly; both
 paths give the same batch for the same generator state.
@@ -54,11 +55,11 @@ from ..kernels.sample import MAX_FANOUT, check_method
 from ..kernels._launch import host_list, use_triton
 
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
-# keys of the id map a captured graph owns: <= 2^24 slots, 256 MiB of
-# table in int32 rows; a batch of 8000 seeds with fanouts [15, 10, 5] asks
-# 7.3M, and replaying its hops spares the loader's thread ~20 launches of
-# Python a batch, time it would otherwise take from the training loop's
-# (one interpreter lock)
+# keys of the id map a captured graph owns (a hash map: <= 2^24 slots, 256
+# MiB of table in int32 rows; a direct map shares the sampler's table); a
+# batch of 8000 seeds with fanouts [15, 10, 5] asks 7.3M, and replaying its
+# hops spares the loader's thread ~20 launches of Python a batch, time it
+# would otherwise take from the training loop's (one interpreter lock)
 _GRAPH_KEYS_MAX = 1 << 23
 _GRAPHS_MAX = 4  # shapes (batch size, or K and total seeds) with a captured graph, per sampler
 
