@@ -204,3 +204,20 @@ def test_maps_sharing_a_direct_table(device):
 def test_id_map_kind_is_checked(device):
     with pytest.raises(ValueError, match="kind must be"):
         IdMap(10, 1, 16, device, kind="array")
+
+
+def test_direct_map_refuses_positions_past_its_word(device, monkeypatch):
+    # a direct word holds candidate positions below 2^36 (LOW_MAX, lowered
+    # here on the host side): a batch past it is refused with a ValueError,
+    # counted from its own seeds (not from the batch before)
+    m = IdMap(30, 1, 16, device, kind="direct")
+    if m.direct is None:
+        pytest.skip("no Triton on this device")
+    monkeypatch.setattr(id_map_module, "LOW_MAX", 100)
+    seeds, _, hops = random_hops(30, [60], [[35]], device, seed=1)
+    assert_matches_reference(m, 30, seeds, None, hops)  # 95 positions
+    assert_matches_reference(m, 30, seeds, None, hops)  # the next batch starts again at 0
+    with pytest.raises(ValueError, match="candidates: a direct id map takes at most 100"):
+        m.start(seeds)
+        m.insert(*hops[0][:2])
+        m.insert(*hops[0][:2])

@@ -374,7 +374,7 @@ class IdMap:
             return self._ref.start(seeds, seeds_batch)
         bound = seeds.numel()
         if self.direct is not None:
-            self._check_positions(bound)
+            self._check_positions(0, bound)
             self.direct.next_batch()
             self._tag.add_(1)  # a new tag: every word of an earlier batch reads as free
         else:
@@ -405,9 +405,11 @@ class IdMap:
                 BLOCK=1024)
         return local
 
-    def _check_positions(self, bound: int) -> None:
-        if self._stamp_base + bound > LOW_MAX:  # 2^36 candidates: 550 GB of ids alone
-            raise ValueError(f"a batch of {self._stamp_base + bound} candidates: a direct id map "
+    @staticmethod
+    def _check_positions(stamp_base: int, bound: int) -> None:
+        # a direct word holds positions below 2^36 (550 GB of candidate ids)
+        if stamp_base + bound > LOW_MAX:
+            raise ValueError(f"a batch of {stamp_base + bound} candidates: a direct id map "
                              f"takes at most {LOW_MAX}")
 
     def _allocate(self, capacity: int, dtype: torch.dtype) -> None:
@@ -441,6 +443,7 @@ class IdMap:
                 EMPTY=_empty_word(self.table.dtype), HAS_BATCH=cand_batch is not None,
                 DIRECT=self.direct is not None, BLOCK=1024)
         return slot
+
     def insert(self, cand: torch.Tensor, num_cand: torch.Tensor,
                cand_batch: torch.Tensor | None = None, cand_ptr: torch.Tensor | None = None) -> MappedHop:
         """Map one hop's sampled neighbours to local ids, adding new nodes.
@@ -464,7 +467,7 @@ class IdMap:
             return self._ref.insert(cand, num_cand, cand_batch)  # counts on the CPU: no cand_ptr needed
         bound = cand.numel()
         if self.direct is not None:
-            self._check_positions(bound)
+            self._check_positions(self._stamp_base, bound)
         else:
             wide = self.table.dtype == torch.int32 and self._stamp_base + bound >= _INT32_LIMIT
             if self._keys_bound + bound > self.capacity or wide:
