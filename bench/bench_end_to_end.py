@@ -57,7 +57,12 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   With ``--host-adam`` instead: the defaults with Adam foreach (PyTorch's
   default on a GPU), ``fused=True``, then foreach again; with
   ``--host-id-map``: the defaults with hash id maps only, with a direct
-  id map where it fits (``kernels.id_map``), then hash again.
+  id map where it fits (``kernels.id_map``), then hash again; with
+  ``--host-feature-dtype float16``: the defaults with float32 features, with
+  features stored in float16 (``NeighborLoader``'s ``feature_dtype``: half
+  the bytes through UVA, twice the rows a budget caches), float32 again.
+  ``--feature-dtype`` stores them so in every tritongnn loader of a run
+  (the accuracy part's rows say so).
 * ``scaling``: the recommended configuration at budget ``--budgets-gb[0]``
   against batch size, fanouts and budget, and a feature-width point for this
   run's ``--features``. Other widths are runs of their own, with nodes and
@@ -178,6 +183,12 @@ def parse_args():
     p.add_argument("--switch-intervals", type=float, nargs="*", default=[],
                    help="with --parts host: time the defaults at each of these sys.setswitchinterval "
                         "values (seconds), between two at Python's (0.005), instead of the settings")
+    p.add_argument("--feature-dtype", choices=["float16", "bfloat16"], default=None,
+                   help="every tritongnn loader of the run stores the features in this dtype "
+                        "(NeighborLoader's feature_dtype; batches stay float32)")
+    p.add_argument("--host-feature-dtype", choices=["float16", "bfloat16"], default=None,
+                   help="with --parts host: the defaults with float32 features, with this feature_dtype, "
+                        "float32 again")
     p.add_argument("--host-id-map", action="store_true",
                    help="with --parts host: the defaults with hash id maps, direct ones, hash again")
     p.add_argument("--host-adam", action="store_true",
@@ -285,7 +296,12 @@ def make_model(kind, library, args, device, width=None, layers=None, seed=0):
 
 # ----------------------------------------------------------- our loader
 
+def feature_dtype(name):
+    return None if name is None else getattr(torch, name)
+
+
 def our_loader(data, graph, args, device, batch_size=None, num_neighbors=None, **kwargs):
+    kwargs.setdefault("feature_dtype", feature_dtype(args.feature_dtype))
     return NeighborLoader(data, num_neighbors or args.num_neighbors, input_nodes=graph["train"],
                           batch_size=batch_size or args.batch_size, shuffle=True, seed=args.seed,
                           device=device, **kwargs)
@@ -502,7 +518,7 @@ def main():
                     train=graph["train"].numel(), val=graph["val"].numel(), test=graph["test"].numel(),
                     num_neighbors=args.num_neighbors, batch_size=args.batch_size, hidden=args.hidden, adam=args.adam,
                     budgets_gb=args.budgets_gb, warmup=args.warmup, batches=args.batches,
-                    matmul_precision=args.matmul_precision,
+                    matmul_precision=args.matmul_precision, feature_dtype=args.feature_dtype or "float32",
                     graph=f"{graph['how']} in {graph['seconds']:.1f} s (generated in "
                           f"{graph['generation_seconds']:.1f} s; {graph['path']})",
                     features_seconds=round(x_seconds, 1), feature_gb=round(x.numel() * 4 / GB, 1),
@@ -533,7 +549,8 @@ def main():
                                       len(num_neighbors or args.num_neighbors))
         row = time_epoch(loader, args, device, lambda b: train_step(model, optimizer, b, trim=True))
         row = emit(dict(part=part, model=kind, name=name, library=library, build_seconds=build,
-                        loader={k: v for k, v in kwargs.items() if k != "cache_profile"},
+                        loader={k: str(v) if isinstance(v, torch.dtype) else v
+                                for k, v in kwargs.items() if k != "cache_profile"},
                         peak_gpu_gb=torch.cuda.max_memory_allocated(device) / GB if device.type == "cuda" else 0.0,
                         **row, **(extra or {})))
         return row, loader, model, optimizer
@@ -718,9 +735,10 @@ def accuracy(args, data, sampler, graph, device, emit):
     seed, then accuracy on the first ``--acc-val`` validation nodes."""
     val = graph["val"][:args.acc_val]
     # the batches do not depend on the cache: ours reads everything through UVA here
-    loaders = {"tritongnn": lambda seed, nodes, shuffle: NeighborLoader(
+    name = "tritongnn" + (f", {args.feature_dtype} features" if args.feature_dtype else "")
+    loaders = {name: lambda seed, nodes, shuffle: NeighborLoader(
         data, args.num_neighbors, input_nodes=nodes, batch_size=args.batch_size, shuffle=shuffle, seed=seed,
-        device=device, placement="host")}
+        device=device, placement="host", feature_dtype=feature_dtype(args.feature_dtype))}
     if sampler is not None:
         workers = max(args.pyg_workers)
         loaders["pyg"] = lambda seed, nodes, shuffle: pyg_loader(
@@ -834,19 +852,28 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
     if args.host_id_map:  # the defaults with hash id maps, direct where they fit, hash again
         settings = [(f"defaults, {name} id map", *default, switch, adam, most)
                     for name, most in (("hash", 0), ("direct", direct_max), ("hash (again)", 0))]
+    stored = [None] * len(settings)  # feature_dtype of each setting's loaders (None: --feature-dtype)
+    if args.host_feature_dtype:  # the defaults with float32 features, narrower ones, float32 again
+        wide = args.feature_dtype or "float32"
+        names = [wide, args.host_feature_dtype, wide + " (again)"]
+        settings = [(f"defaults, {name} features", *default, switch, adam, direct_max) for name in names]
+        stored = [args.feature_dtype, args.host_feature_dtype, args.feature_dtype]
     prepared = None
-    for name, known, keys, sizes, interval, optimizer_kind, most in settings:
+    for (name, known, keys, sizes, interval, optimizer_kind, most), dtype in zip(settings, stored):
         aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = known, keys, sizes
         id_map_module.DIRECT_MAX_BYTES = most
         sys.setswitchinterval(interval)
         args.adam = optimizer_kind  # what make_model reads
+        dtype = dtype or args.feature_dtype
         extra = dict(known_order=known, graph_keys_max=keys, pinned_sizes=sizes is default[2],
-                     switch_interval=interval, adam=args.adam, direct_id_map_max_bytes=most)
+                     switch_interval=interval, adam=args.adam, direct_id_map_max_bytes=most,
+                     feature_dtype=dtype or "float32")
         for budget in args.budgets_gb:
             tag = f"{budget:g} GB" if budget else "no budget"
             _, loader, model, optimizer = ours(
                 "host", f"recommended, {name} [{tag}]",
-                dict(RECOMMENDED, cache_budget=budget_bytes(budget, all_bytes)), "tritongnn", extra=extra)
+                dict(RECOMMENDED, cache_budget=budget_bytes(budget, all_bytes), feature_dtype=feature_dtype(dtype)),
+                "tritongnn", extra=extra)
             if prepared is None:
                 prepared = [batch for _, batch in zip(range(8), loader)]
             del loader, model, optimizer

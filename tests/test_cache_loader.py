@@ -250,3 +250,38 @@ def test_budget_larger_than_the_gpu():
     total = torch.cuda.get_device_properties(0).total_memory
     with pytest.raises(ValueError, match="more than the GPU"):
         NeighborLoader(random_data(), [2], batch_size=8, placement="host", cache_budget=total + 1)
+
+
+@pytest.mark.parametrize("feature_dtype", [torch.float16, torch.bfloat16])
+def test_feature_dtype_batches_hold_the_rounded_features(device, feature_dtype):
+    # features stored narrow: every batch is the batch of the same loader
+    # given the rounded features in data.x's dtype (float32), in every
+    # placement and with the caches and reuse; data.x itself is not touched
+    data = random_data(edge_attr=True)
+    before = data.x.clone()
+    rounded = data.clone()
+    rounded.x = data.x.to(feature_dtype).float()
+    assert not torch.equal(rounded.x, data.x)  # the rounding is visible: the comparison can fail
+    budget = 60 * row_bytes(data)
+    configs = [dict(), dict(placement="host"),
+               dict(placement="host", profile_epochs=1, cache_budget=budget),
+               dict(placement="host", profile_epochs=1, cache_budget=budget, dynamic_cache=True, reuse=True),
+               dict(placement="host", profile_epochs=1, cache_budget=budget, reuse="group", super_batch=2,
+                    warm_budget=budget)]
+    for kwargs in configs:
+        _, want = epoch(rounded, device=device, **kwargs)
+        loader, got = epoch(data, device=device, feature_dtype=feature_dtype, **kwargs)
+        assert loader.x.dtype == feature_dtype, kwargs
+        for a, b in zip(want, got, strict=True):
+            assert b.x.dtype == torch.float32
+            for key in ("n_id", "x", "edge_index", "e_id", "edge_attr"):
+                assert torch.equal(a[key], b[key]), (key, kwargs)
+    assert torch.equal(data.x, before)
+
+
+def test_feature_dtype_past_its_range_is_refused():
+    data = random_data()
+    data.x[17, 3] = 1e6  # past float16's 65504; bfloat16 holds it
+    with pytest.raises(ValueError, match="row 17 has values past its range"):
+        NeighborLoader(data, [3], batch_size=8, feature_dtype=torch.float16)
+    NeighborLoader(data, [3], batch_size=8, feature_dtype=torch.bfloat16)

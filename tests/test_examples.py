@@ -121,6 +121,21 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
         "--parts", "host", "--host-adam", "--data-dir", str(tmp_path / "data"), "--out", str(adam)])
     rows = json.loads(adam.read_text().splitlines()[-1])["rows"]
     assert [r["adam"] for r in rows] == ["foreach", "foreach", "fused", "fused", "foreach", "foreach"]
+    # float32 features, float16 ones, float32 again; hash id maps, direct ones, hash again
+    for flags, key, want in ((["--host-feature-dtype", "float16"], "feature_dtype",
+                              ["float32", "float16", "float32"]),
+                             (["--host-id-map"], "direct_id_map_max_bytes", [0, 1 << 30, 0])):
+        path = tmp_path / f"{key}.json"
+        run_bench("bench_end_to_end.py", [
+            "--nodes", "3000", "--edges", "20000", "--classes", "8", "--train", "400", "--val", "100",
+            "--test", "100", "--batch-size", "64", "--num-neighbors", "4", "3", "--budgets-gb", "0.0001",
+            "--warmup", "1", "--batches", "2", "--parts", "host", *flags, "--data-dir", str(tmp_path / "data"),
+            "--out", str(path)])
+        rows = json.loads(path.read_text().splitlines()[-1])["rows"]
+        assert [r[key] for r in rows[::2]] == want, key
+        loaders = [r["loader"].get("feature_dtype") for r in rows if r["library"] == "tritongnn" and "loader" in r]
+        if key == "feature_dtype":
+            assert loaders == [None, "torch.float16", None]
     # a run cut short: its record from the rows it wrote as measured
     again = tmp_path / "again.json"
     run_bench("bench_end_to_end.py", ["--from-rows", str(out) + ".rows", "--gpu", "test GPU", "--out", str(again),

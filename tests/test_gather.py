@@ -3,7 +3,7 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from tritongnn.kernels import gather_rows
+from tritongnn.kernels import gather_rows, reference
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 BITS = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
@@ -90,6 +90,66 @@ def test_gather_three_tiers(device, num_rows, width, dtype, num_ids, data):
                 dynamic=dynamic.to(device), slot=slot.to(device), **reuse,
                 row_map=None if row_map is None else row_map.to(device))
     assert_bits_equal(out.cpu(), x[ids])
+
+
+WIDENINGS = [(torch.float16, torch.float32), (torch.bfloat16, torch.float32), (torch.float32, torch.float64),
+             (torch.float16, torch.float64)]
+
+
+@given(num_rows=st.integers(1, 120), width=st.sampled_from([1, 5, 128]), widening=st.sampled_from(WIDENINGS),
+       num_ids=st.integers(0, 150), data=st.data())
+def test_gather_widens_stored_rows_into_out(device, num_rows, width, widening, num_ids, data):
+    # features stored narrow (the loader's feature_dtype) come out in a wider
+    # floating out, from every tier: each row equals the stored row
+    # converted (exact: every narrow value is one of the wider dtype's);
+    # NaN stays NaN, -0.0 stays -0.0; previous rows in either dtype
+    stored, wide = widening
+    x = table(num_rows, width, stored, num_ids + 2)
+    g = torch.Generator().manual_seed(num_rows + 1)
+    ids = torch.randint(0, num_rows, (num_ids,), generator=g)
+    num_hot = data.draw(st.integers(0, num_rows - 1))
+    num_cold = num_rows - num_hot
+    cached = torch.randperm(num_cold, generator=g)[:data.draw(st.integers(0, num_cold))]
+    slot = torch.full((num_cold,), -1, dtype=torch.int32)
+    slot[cached] = torch.arange(cached.numel(), dtype=torch.int32)
+    dynamic = torch.full((max(1, cached.numel()), width), 7.0, dtype=stored)
+    dynamic[:cached.numel()] = x[num_hot + cached]
+    kept = torch.randperm(num_cold, generator=g)[:data.draw(st.integers(0, num_cold))]
+    prev_slot = torch.full((num_cold,), -1, dtype=torch.int32)
+    prev_slot[kept] = torch.arange(kept.numel(), dtype=torch.int32)
+    previous = x[num_hot + kept].to(data.draw(st.sampled_from([stored, wide])))
+    poisoned = x.clone()  # rows a GPU tier serves must be read there
+    poisoned[:num_hot] = 5.0
+    poisoned[num_hot + cached] = 5.0
+    source = poisoned.pin_memory() if device.type == "cuda" and data.draw(st.booleans()) else poisoned.to(device)
+    out = torch.full((num_ids, width), 3.0, dtype=wide, device=device)
+    gather_rows(source, ids.to(device), out, hot=x[:num_hot].to(device), num_hot=num_hot,
+                dynamic=dynamic.to(device), slot=slot.to(device), previous=previous.to(device),
+                prev_slot=prev_slot.to(device))
+    # and the pure-torch path (a CPU without Triton) the same
+    by_reference = reference.gather_rows(source.cpu(), ids, torch.full((num_ids, width), 3.0, dtype=wide),
+                                         x[:num_hot], num_hot, dynamic, slot, previous, prev_slot)
+    want = x[ids].to(wide)
+    for got in (out.cpu(), by_reference):
+        assert got.dtype == wide
+        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.signbit(), want.signbit())
+        assert torch.equal(torch.nan_to_num(got, nan=0.0), torch.nan_to_num(want, nan=0.0))
+
+
+def test_gather_refuses_outputs_that_narrow(device):
+    x = torch.randn(10, 4, dtype=torch.float16, device=device)
+    ids = torch.tensor([1, 2], device=device)
+    for dtype in (torch.bfloat16, torch.int16, torch.int32):
+        with pytest.raises(ValueError, match="out must be a \\[2, 4\\] tensor of torch.float16"):
+            gather_rows(x, ids, torch.empty(2, 4, dtype=dtype, device=device))
+    with pytest.raises(ValueError, match="out must be"):
+        gather_rows(x.float(), ids, torch.empty(2, 4, dtype=torch.float16, device=device))
+    with pytest.raises(TypeError, match="previous must have table's dtype torch.float16 or out's torch.float32"):
+        gather_rows(x, ids, torch.empty(2, 4, device=device), hot=x[:4], num_hot=4,
+                    previous=torch.zeros(2, 4, dtype=torch.float64, device=device),
+                    prev_slot=torch.full((6,), -1, dtype=torch.int32, device=device))
+    with pytest.raises(TypeError, match="hot must have table's dtype"):
+        gather_rows(x, ids, torch.empty(2, 4, device=device), hot=x[:4].float(), num_hot=4)
 
 
 def test_gather_three_tiers_reads_the_dynamic_rows():

@@ -1,7 +1,10 @@
 """Feature row gather from GPU memory or pinned host memory (UVA).
 
 ``out[i] = table[ids[i]]`` for float32, bfloat16, float16 (any dtype, in
-fact: the kernel only moves bits). The table is split in up to three tiers
+fact: where ``out`` has the table's dtype the kernel only moves bits). A
+floating ``out`` may be wider than the table: stored float16 or bfloat16
+features come out as float32 batches, converted in the same pass (the
+loader's ``feature_dtype``: half the bytes through UVA and in the cache). The table is split in up to three tiers
 that the caches fill: rows ``< num_hot`` are read from ``hot`` (the static
 cache in GPU memory; hot-first relabelled ids make "cached?" one
 comparison); a row ``r >= num_hot`` with ``slot[r - num_hot] >= 0`` from that
@@ -135,21 +138,24 @@ def _gather_kernel(
             b_row_id = b_id
         p_cold = cold + b_row_id[:, None] * stride_cold
         p_out = out + i_r[:, None] * stride_out
+        # every tier's rows in out's dtype (a no-op where they share it; else
+        # stored features widened, e.g. float16 rows into float32 batches)
+        OUT_TY = out.dtype.element_ty
         for d0 in range(0, D, BLOCK_D):
             o_d = d0 + tl.arange(0, BLOCK_D)
             m_d = o_d[None, :] < D
             if TIERS == 1:
-                b_row = tl.load(p_cold + o_d[None, :], mask=m_r[:, None] & m_d, other=0)
+                b_row = tl.load(p_cold + o_d[None, :], mask=m_r[:, None] & m_d, other=0).to(OUT_TY)
             else:
-                b_hot = tl.load(p_hot + o_d[None, :], mask=m_hot[:, None] & m_d, other=0)
-                b_cold = tl.load(p_cold + o_d[None, :], mask=m_cold[:, None] & m_d, other=0)
+                b_hot = tl.load(p_hot + o_d[None, :], mask=m_hot[:, None] & m_d, other=0).to(OUT_TY)
+                b_cold = tl.load(p_cold + o_d[None, :], mask=m_cold[:, None] & m_d, other=0).to(OUT_TY)
                 # a select, not a sum: -0.0 and NaN payloads come out bit for bit
                 b_row = tl.where(m_hot[:, None], b_hot, b_cold)
                 if TIERS == 3:
-                    b_dyn = tl.load(p_dyn + o_d[None, :], mask=m_dyn[:, None] & m_d, other=0)
+                    b_dyn = tl.load(p_dyn + o_d[None, :], mask=m_dyn[:, None] & m_d, other=0).to(OUT_TY)
                     b_row = tl.where(m_dyn[:, None], b_dyn, b_row)
                 if REUSE:
-                    b_re = tl.load(p_prev + o_d[None, :], mask=m_prev[:, None] & m_d, other=0)
+                    b_re = tl.load(p_prev + o_d[None, :], mask=m_prev[:, None] & m_d, other=0).to(OUT_TY)
                     b_row = tl.where(m_prev[:, None], b_re, b_row)
             tl.store(p_out + o_d[None, :], b_row, mask=m_r[:, None] & m_d)
         block += tl.num_programs(0)
@@ -266,18 +272,25 @@ def _gather_one_tier(table: torch.Tensor, ids: torch.Tensor, out: torch.Tensor, 
     return out
 
 
-def _check_slot_tier(table, num_hot, rows, slot, rows_name, slot_name, exact):
+def _check_slot_tier(table, num_hot, rows, slot, rows_name, slot_name, exact, dtypes):
     if (rows is None) != (slot is None):
         raise ValueError(f"{rows_name} and {slot_name} come together: pass both or neither")
     if rows is None:
         return
-    if rows.shape[1:] != table.shape[1:] or rows.dtype != table.dtype:
-        raise ValueError(f"{rows_name} must hold rows like table's ({table.size(1)} x {table.dtype}), "
-                         f"got {tuple(rows.shape)} {rows.dtype}")
+    if rows.shape[1:] != table.shape[1:] or rows.dtype not in dtypes:
+        raise ValueError(f"{rows_name} must hold rows like table's ({table.size(1)} x "
+                         f"{' or '.join(map(str, dict.fromkeys(dtypes)))}), got {tuple(rows.shape)} {rows.dtype}")
     need = table.size(0) - num_hot
     if slot.dtype != torch.int32 or slot.dim() != 1 or (slot.numel() != need if exact else slot.numel() < need):
         raise ValueError(f"{slot_name} must be a 1-D int32 tensor of {'' if exact else 'at least '}{need} "
                          f"entries (one per row from num_hot on), got {slot.dtype} {tuple(slot.shape)}")
+
+
+def _widens(stored: torch.dtype, out: torch.dtype) -> bool:
+    """Whether a gather of ``stored`` rows may write ``out``: the same dtype,
+    or floating into a wider floating dtype (no precision the table had is
+    lost; float16 into bfloat16 would lose some)."""
+    return out == stored or (stored.is_floating_point and out.is_floating_point and out.itemsize > stored.itemsize)
 
 
 def gather_rows(
@@ -301,13 +314,17 @@ def gather_rows(
         table: ``[N, D]`` the full table (GPU memory, or pinned host memory
             read through UVA).
         ids: ``[n]`` int64 row ids in ``[0, N)``.
-        out: ``[n, D]`` preallocated output on ``ids``'s device, same dtype.
+        out: ``[n, D]`` preallocated output on ``ids``'s device: the table's
+            dtype, or, for a floating table, a floating dtype at least as
+            wide (rows are converted: float16 or bfloat16 tables into
+            float32 batches).
         hot: ``[num_hot, D]`` GPU copy of the first ``num_hot`` rows, or None.
         num_hot: rows ``< num_hot`` are read from ``hot``.
         dynamic: ``[K, D]`` GPU rows of the dynamic cache, or None.
         slot: with ``dynamic``: ``[N - num_hot]`` int32, the row of
             ``dynamic`` that holds table row ``num_hot + j``, or -1.
-        previous: ``[P, D]`` GPU rows of the previous batch, or None.
+        previous: ``[P, D]`` GPU rows of the previous batch (the table's
+            dtype or ``out``'s), or None.
         prev_slot: with ``previous``: int32, at least ``N - num_hot``
             entries, the row of ``previous`` holding table row
             ``num_hot + j``, or -1 (rows the caches serve are read there).
@@ -337,15 +354,18 @@ def gather_rows(
         check_ids_in_range(ids, table.size(0), "ids", "row id")
     ids = ids.contiguous()  # the kernels read every index array with stride 1
     row_map, slot, prev_slot = (None if t is None else t.contiguous() for t in (row_map, slot, prev_slot))
-    for name, tier in (("hot", hot), ("dynamic", dynamic), ("previous", previous)):
+    for name, tier in (("hot", hot), ("dynamic", dynamic)):
         if tier is not None and tier.dtype != table.dtype:
             raise TypeError(f"{name} must have table's dtype {table.dtype}, got {tier.dtype}")
     device = ids.device
     if out is None:
         out = torch.empty((ids.numel(), table.size(1)), dtype=table.dtype, device=device)
-    if out.shape != (ids.numel(), table.size(1)) or out.dtype != table.dtype or out.device != device:
-        raise ValueError(f"out must be a [{ids.numel()}, {table.size(1)}] {table.dtype} tensor "
-                         f"on {device}, got {tuple(out.shape)} {out.dtype} on {out.device}")
+    if out.shape != (ids.numel(), table.size(1)) or not _widens(table.dtype, out.dtype) or out.device != device:
+        raise ValueError(f"out must be a [{ids.numel()}, {table.size(1)}] tensor of {table.dtype} (or a wider "
+                         f"floating dtype) on {device}, got {tuple(out.shape)} {out.dtype} on {out.device}")
+    if previous is not None and previous.dtype not in (table.dtype, out.dtype):
+        raise TypeError(f"previous must have table's dtype {table.dtype} or out's {out.dtype}, "
+                        f"got {previous.dtype}")
     if hot is None:  # one tier: all rows in GPU memory, or all through UVA (or mapped)
         hot, num_hot = (table, table.size(0)) if table.device == device and row_map is None else (table[:0], 0)
     if not 0 <= num_hot <= table.size(0) or hot.size(0) < num_hot or hot.shape[1:] != table.shape[1:]:
@@ -353,8 +373,9 @@ def gather_rows(
                          f"<= {table.size(0)} rows of width {table.size(1)} in hot")
     # the tiers found through a slot map: the dynamic cache (one slot per row
     # from num_hot on) and the previous batch (a spare entry allowed)
-    _check_slot_tier(table, num_hot, dynamic, slot, "dynamic", "slot", exact=True)
-    _check_slot_tier(table, num_hot, previous, prev_slot, "previous", "prev_slot", exact=False)
+    _check_slot_tier(table, num_hot, dynamic, slot, "dynamic", "slot", exact=True, dtypes=(table.dtype,))
+    _check_slot_tier(table, num_hot, previous, prev_slot, "previous", "prev_slot", exact=False,
+                     dtypes=(table.dtype, out.dtype))
     if row_map is not None and (row_map.dtype != torch.int64 or row_map.dim() != 1
                                 or row_map.numel() != table.size(0) or row_map.device != device):
         raise ValueError(f"row_map must be a 1-D int64 tensor of {table.size(0)} entries on {device}, got "

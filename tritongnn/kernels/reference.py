@@ -174,21 +174,22 @@ class IdMap:
 
 def gather_rows(table, ids, out, hot=None, num_hot=0, dynamic=None, slot=None, previous=None,
                 prev_slot=None, row_map=None, warm=None):
-    """Reference of ``kernels.gather.gather_rows`` (tiers in the same order)."""
+    """Reference of ``kernels.gather.gather_rows`` (tiers in the same order;
+    rows converted to ``out``'s dtype)."""
     rows = ids if row_map is None else row_map[ids]
     out.copy_(table.index_select(0, rows.to(table.device)))
     if warm is not None:
         m_warm = (ids >= num_hot) & (ids < num_hot + warm.size(0))
-        out[m_warm] = warm.index_select(0, (ids[m_warm] - num_hot).to(warm.device)).to(out.device)
+        out[m_warm] = warm.index_select(0, (ids[m_warm] - num_hot).to(warm.device)).to(out.device, out.dtype)
     if hot is not None and num_hot > 0:
         m_hot = ids < num_hot
-        out[m_hot] = hot.index_select(0, ids[m_hot].to(hot.device)).to(out.device)
+        out[m_hot] = hot.index_select(0, ids[m_hot].to(hot.device)).to(out.device, out.dtype)
     if dynamic is not None:
         cold = ids >= num_hot
         row = torch.full_like(ids, -1)
         row[cold] = slot.to(ids.device)[ids[cold] - num_hot].long()
         m_dyn = row >= 0
-        out[m_dyn] = dynamic.index_select(0, row[m_dyn].to(dynamic.device)).to(out.device)
+        out[m_dyn] = dynamic.index_select(0, row[m_dyn].to(dynamic.device)).to(out.device, out.dtype)
     if previous is not None:
         cold = ids >= num_hot
         if dynamic is not None:
@@ -196,7 +197,7 @@ def gather_rows(table, ids, out, hot=None, num_hot=0, dynamic=None, slot=None, p
         row = torch.full_like(ids, -1)
         row[cold] = prev_slot.to(ids.device)[ids[cold] - num_hot].long()
         m_prev = row >= 0
-        out[m_prev] = previous.index_select(0, row[m_prev].to(previous.device)).to(out.device)
+        out[m_prev] = previous.index_select(0, row[m_prev].to(previous.device)).to(out.device, out.dtype)
     return out
 
 

@@ -43,7 +43,7 @@ from ..cache.profile import AccessProfile, profile_accesses
 from ..cache.reorder import MatchReorder, check_group
 from ..cache.reuse import BatchReuse, GroupReuse
 from ..graph import CSCGraph
-from ..host_memory import HostGroup, SharedHostArrays, as_pinned
+from ..host_memory import HostGroup, SharedHostArrays, as_pinned, pinned_empty
 from ..kernels import gather_rows
 from ..kernels.aggregate import mark_sorted_by_dst
 from ..kernels.sample import METHODS as SAMPLE_METHODS
@@ -215,6 +215,16 @@ class NeighborLoader:
             With ``reorder_group`` the two are independent: batches are
             sampled K at a time and reordered G at a time (with G a multiple
             of K, each group is G / K whole super-batches).
+        feature_dtype: store ``data.x`` in this narrower floating dtype
+            (``torch.float16`` or ``torch.bfloat16`` for float32 features)
+            in the GPU caches and in host memory: half the bytes a batch's
+            misses move through UVA, twice the rows a cache budget holds.
+            Batches' ``x`` keep ``data.x``'s dtype (the gather widens each
+            row as it reads it), with the values rounded to
+            ``feature_dtype``: a lossy choice, like SALIENT's half-precision
+            features. A copy is made (``data.x`` is not modified); a float16
+            store of values past its range (65504) raises ValueError. None:
+            as given.
         **kwargs: other PyG/DataLoader arguments: worker settings warn that
             they have no effect; features not supported yet raise
             ``NotImplementedError`` naming the argument.
@@ -234,7 +244,7 @@ class NeighborLoader:
                  cache_policy: str = "profile", dynamic_cache=None, warm_budget: int | None = None,
                  reuse: bool | str = False,
                  reorder_group: int = 1, sample_kernel: str = "foundation", super_batch: int = 1,
-                 rank: int | None = None,
+                 feature_dtype: torch.dtype | None = None, rank: int | None = None,
                  world_size: int | None = None, share_host_memory: bool = True, **kwargs):
         _check_kwargs(dict(kwargs, input_time=input_time))
         if isinstance(data, tuple):
@@ -279,6 +289,10 @@ class NeighborLoader:
         if reuse == "group" and reorder_group == 1 and super_batch == 1:
             raise ValueError("reuse='group' reads each host row once per group of batches: pass "
                              "super_batch > 1 or reorder_group > 1 (the group size) with it")
+        if feature_dtype is not None and (not isinstance(feature_dtype, torch.dtype)
+                                          or not feature_dtype.is_floating_point):
+            raise TypeError(f"feature_dtype must be a floating torch.dtype (e.g. torch.float16), "
+                            f"got {feature_dtype!r}")
         if not isinstance(share_host_memory, bool):
             raise TypeError(f"share_host_memory must be a bool, got {type(share_host_memory).__name__} "
                             f"{share_host_memory!r}")
@@ -320,7 +334,8 @@ class NeighborLoader:
             return CSCGraph.from_edge_index(edge_index, num_nodes, keep_edge_perm=keep_edge_perm,
                                             device=self.device)
 
-        x = data.x
+        x = self._stored_features(data.x, feature_dtype)
+        self._x_dtype = None if data.x is None else data.x.dtype  # what batches' x come out in
         # ranks sharing one host copy: a collective, so every rank of the group takes part
         host_group = self._host_group(share_host_memory)
         self._fingerprint = (num_nodes, edge_index.size(1), keep_edge_perm,
@@ -664,6 +679,31 @@ class NeighborLoader:
             if x.size(0) != num_nodes:
                 raise ValueError(f"data.x has {x.size(0)} rows, expected num_nodes={num_nodes}")
 
+    def _stored_features(self, x: torch.Tensor | None, dtype: torch.dtype | None) -> torch.Tensor | None:
+        """``x`` in ``feature_dtype`` (``dtype``), copied where it will be
+        read: pinned host memory (``placement="host"`` on a GPU), else the
+        device; ``x`` itself when no conversion is asked. Converted in
+        chunks of rows, each checked for values past the dtype's range."""
+        if dtype is None or x is None or x.dtype == dtype:
+            return x
+        if not x.dtype.is_floating_point or dtype.itemsize >= x.dtype.itemsize:
+            raise ValueError(f"feature_dtype={dtype} must be a floating dtype narrower than data.x's "
+                             f"{x.dtype}: batches' x come out in data.x's dtype")
+        if self.placement == "host" and self.device.type == "cuda":
+            stored = pinned_empty(x.shape, dtype, self.device)
+        else:
+            stored = torch.empty(x.shape, dtype=dtype, device=self.device)
+        step = max(1, (1 << 24) // max(1, x.size(1)))  # rows per chunk: 16M values
+        for begin in range(0, x.size(0), step):
+            part = x[begin:begin + step]
+            stored[begin:begin + step].copy_(part)
+            past = stored[begin:begin + step].isinf().to(part.device) & part.isfinite()
+            if bool(past.any()):
+                row = begin + int(past.any(1).nonzero()[0])
+                raise ValueError(f"feature_dtype={dtype} cannot hold data.x (row {row} has values past its "
+                                 f"range, {torch.finfo(dtype).max:g}); pass torch.bfloat16, or None")
+        return stored
+
     def _place(self, x: torch.Tensor) -> torch.Tensor:
         if self.placement == "host" and self.device.type == "cuda":
             return as_pinned(x, self.device)
@@ -776,7 +816,10 @@ class NeighborLoader:
                 tiers.update(dynamic=dynamic.rows, slot=dynamic.slot)
             if reuse is not None:
                 tiers.update(reuse.gather_args())
-            batch.x = gather_rows(self.x, node, **tiers, validate=False)  # the sampler's ids
+            x = None  # stored narrower (feature_dtype): widened to data.x's dtype by the gather
+            if self.x.dtype != self._x_dtype:
+                x = torch.empty((node.numel(), self.x.size(1)), dtype=self._x_dtype, device=self.device)
+            batch.x = gather_rows(self.x, node, x, **tiers, validate=False)  # the sampler's ids
         times.add_batch(start, sampled, gather_start, times.mark(), share)
         if self.host_stats is not None:
             reused = None
