@@ -221,3 +221,9 @@ def test_direct_map_refuses_positions_past_its_word(device, monkeypatch):
         m.start(seeds)
         m.insert(*hops[0][:2])
         m.insert(*hops[0][:2])
+
+
+def test_a_direct_table_given_to_a_hash_map_is_refused(device):
+    table = id_map_module.DirectTable(100, device)
+    with pytest.raises(ValueError, match="a direct table was given for a hash map"):
+        IdMap(50, 2, 16, device, kind="hash", direct=table)

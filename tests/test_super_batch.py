@@ -70,6 +70,67 @@ def test_direct_and_hash_id_maps_give_the_same_batches(device, monkeypatch):
         assert_same_output(a, b)
 
 
+def test_a_larger_direct_table_frees_the_old_one(device, monkeypatch):
+    # K grows: the sampler's direct table is replaced, and the old one is
+    # freed before the new one is allocated (no peak of both); a hash map of
+    # a K too large for a direct table leaves the direct table to single batches
+    import weakref
+    from tritongnn.kernels import id_map
+    from tritongnn.sampling import sampler as sampler_module
+    alive, held_at_allocation = [], []
+
+    class Recorded(id_map.DirectTable):
+        def __init__(self, num_keys, device):
+            held_at_allocation.append([t().num_keys for t in alive if t() is not None])
+            super().__init__(num_keys, device)
+            alive.append(weakref.ref(self))
+    monkeypatch.setattr(sampler_module, "DirectTable", Recorded)
+    data = random_data()
+    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes).to(device)
+    sampler = NeighborSampler(graph, [3, 2], device=device)
+    seeds = split_seeds(data.num_nodes, [10, 10, 10, 10], device)
+    gen = torch.Generator().manual_seed(0)
+    sampler.sample(seeds[0], gen)
+    if sampler._direct is None:  # the reference maps (no Triton on this device)
+        pytest.skip("no Triton on this device")
+    sampler.sample_many(seeds[:3], gen)
+    assert sampler._direct.num_keys == 3 * data.num_nodes
+    assert held_at_allocation == [[], []]  # the 1-batch table was gone when the 3-batch one was made
+    monkeypatch.setattr(id_map, "DIRECT_MAX_BYTES", 8 * 3 * data.num_nodes)  # K = 4 takes a hash map
+    sampler.sample_many(seeds, gen)
+    assert sampler._id_map.direct is None and sampler._direct.num_keys == 3 * data.num_nodes
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_replays_and_eager_batches_share_the_direct_table(monkeypatch):
+    # replayed and eager batches take turns on one direct table whose tags
+    # run out every 3 batches (TAG_MAX lowered): each replay counts (the
+    # table is cleared on time, the tag never passes TAG_MAX) and every
+    # batch equals the hash maps' batch
+    from tritongnn.kernels import id_map
+    data = random_data(num_nodes=3000, num_edges=40_000)
+    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes).to("cuda")
+    batches = split_seeds(data.num_nodes, [128] * 12, "cuda")
+
+    def run():
+        sampler = NeighborSampler(graph, [5, 3], device="cuda")
+        gen, outs, tags = torch.Generator().manual_seed(2), [], []
+        for i, seeds in enumerate(batches):
+            sampler.cuda_graph = i % 3 != 2  # every third batch eager, on the same table
+            outs.append(sampler.sample(seeds, gen))
+            tags.append(None if sampler._direct is None else int(sampler._direct.tag))
+        return sampler, outs, tags
+    monkeypatch.setattr(id_map, "TAG_MAX", 3)
+    sampler, direct, tags = run()
+    assert sampler._captured[128] is not None and sampler._id_map.direct is sampler._direct
+    assert max(tags) <= 3 and tags.count(1) >= 4  # cleared every 3 batches (incl. the capture's warm-up)
+    monkeypatch.setattr(id_map, "DIRECT_MAX_BYTES", 0)
+    _, hashed, _ = run()
+    for a, b in zip(direct, hashed, strict=True):
+        assert_same_output(a, b)
+
+
 def test_sample_many_repeated_seeds_and_id_spaces(device):
     # The same seeds in every sub-batch: each sub-batch has its own local ids
     # (duplicates across sub-batches are separate nodes), a repeated seed

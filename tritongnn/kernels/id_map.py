@@ -333,6 +333,9 @@ class IdMap:
             self.direct = direct
             self.table, self._tag = direct.words, direct.tag
         else:
+            if direct is not None:
+                raise ValueError(f"a direct table was given for a hash map (kind={kind!r}, {keys} keys: "
+                                 f"direct_fits is {direct_fits(self.num_nodes, self.num_batches)})")
             self.direct = None
             self._tag = torch.zeros(1, dtype=torch.int64, device=self.device)  # unused by the hash kernels
             narrow = keys < _INT32_LIMIT
@@ -460,8 +463,10 @@ class IdMap:
                 prefix sum, not by atomics into K counters.
 
         Returns:
-            ``MappedHop``. Raises ValueError when ``bound`` more keys could
-            overflow the table (the caller sizes ``capacity`` for the batch).
+            ``MappedHop``. A hash map grows first (one host sync) when
+            ``bound`` more keys could overflow it (the caller sizes
+            ``capacity`` for the batch); a direct map holds every key and
+            raises ValueError past ``LOW_MAX`` candidates in one batch.
         """
         if self._ref:
             return self._ref.insert(cand, num_cand, cand_batch)  # counts on the CPU: no cand_ptr needed

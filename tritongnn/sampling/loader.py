@@ -939,3 +939,9 @@ class _Prefetcher:
         finally:
             self.stop.set()
             self.thread.join()
+            # work the producer queued and nobody consumed (an epoch left
+            # early) may still run on its streams: the consumer's stream, which
+            # the next epoch's producer waits for first, waits for it, so the
+            # next batches cannot overlap it in the sampler's id map and buffers
+            consumer.wait_stream(self.stream)
+            consumer.wait_stream(self.gather_stream)

@@ -229,14 +229,26 @@ class NeighborSampler:
         return total
 
     def _new_id_map(self, capacity: int, num_batches: int) -> IdMap:
-        """An id map of K sub-batches: on the sampler's one direct table
-        where it fits (``id_map.direct_fits``: the words every map of this
-        sampler shares, its batches running one after another), else a hash
-        table of its own sized for ``capacity`` keys."""
+        """An id map of K sub-batches: on the sampler's direct table where
+        it fits (``id_map.direct_fits``: the words every direct map of this
+        sampler shares, its batches running one after another on one
+        stream; sized for the largest K so far), else a hash table of its
+        own sized for ``capacity`` keys. The direct table outlives hash maps
+        of larger K (single batches and short super-batches still use it)."""
         if not use_triton(self.device) or not direct_fits(self.graph.num_nodes, num_batches):
             return IdMap(self.graph.num_nodes, num_batches, capacity, self.device, kind="hash")
         keys = self.graph.num_nodes * num_batches
-        if self._direct is None or self._direct.num_keys < keys:  # maps made before keep the old one
+        if self._direct is None or self._direct.num_keys < keys:
+            # a larger table: the graphs captured on the old one are dropped
+            # (captured again when next asked for), so that it is freed
+            # before the new one is allocated
+            old, self._direct = self._direct, None
+            if old is not None:
+                for key in [k for k, c in self._captured.items() if c is not None and c.id_map.direct is old]:
+                    del self._captured[key]
+                if self._id_map is not None and self._id_map.direct is old:
+                    self._id_map = None
+                del old
             self._direct = DirectTable(keys, self.device)
         return IdMap(self.graph.num_nodes, num_batches, capacity, self.device, kind="direct",
                      direct=self._direct)
@@ -250,7 +262,9 @@ class NeighborSampler:
                 if old.direct is None:
                     capacity = max(capacity, old.capacity)
                 num_batches = max(num_batches, old.num_batches)
-            self._id_map = None  # free the old table before the new one is allocated
+            # free the old table before the new one is allocated (this
+            # function's reference too: it kept the old alive until now)
+            self._id_map = old = None
             self._id_map = self._new_id_map(capacity, num_batches)
         return self._id_map
 
