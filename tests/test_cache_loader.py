@@ -280,8 +280,34 @@ def test_feature_dtype_batches_hold_the_rounded_features(device, feature_dtype):
 
 
 def test_feature_dtype_past_its_range_is_refused():
-    data = random_data()
-    data.x[17, 3] = 1e6  # past float16's 65504; bfloat16 holds it
-    with pytest.raises(ValueError, match="row 17 has values past its range"):
+    # rows wide enough that the conversion runs in several chunks, the bad
+    # value past the first: the error names its row; inf and NaN that data.x
+    # already holds are kept, not refused
+    data = random_data(num_nodes=40, num_edges=200)
+    data.x = torch.randn(40, 1 << 20, generator=torch.Generator().manual_seed(0))
+    data.x[3, 5], data.x[4, 6], data.x[5, 7] = float("inf"), float("-inf"), float("nan")
+    data.x[2, 9] = 65519.0  # rounds to float16's largest, 65504
+    loader = NeighborLoader(data, [3], batch_size=40, feature_dtype=torch.float16)
+    batch = next(iter(loader))
+    x = batch.x[torch.argsort(batch.n_id)]
+    assert x[3, 5] == float("inf") and x[4, 6] == float("-inf") and x[5, 7].isnan() and x[2, 9] == 65504.0
+    data.x[33, 1000] = 65520.0  # past float16's range; bfloat16 holds it
+    with pytest.raises(ValueError, match=r"row 33 has values past its range.*pass torch.bfloat16"):
         NeighborLoader(data, [3], batch_size=8, feature_dtype=torch.float16)
     NeighborLoader(data, [3], batch_size=8, feature_dtype=torch.bfloat16)
+    data.x[33, 1000] = 3.4e38  # past bfloat16's too: no dtype to suggest but None
+    with pytest.raises(ValueError, match=r"row 33 .*; pass None"):
+        NeighborLoader(data, [3], batch_size=8, feature_dtype=torch.bfloat16)
+
+
+def test_feature_dtype_needs_floating_features():
+    data = random_data()
+    data.x = torch.randint(0, 5, (data.num_nodes, 4))
+    with pytest.raises(ValueError, match="data.x must be floating-point, got torch.int64"):
+        NeighborLoader(data, [3], batch_size=8, feature_dtype=torch.float16)
+    data.x = torch.randn(data.num_nodes, 4).half()
+    with pytest.raises(ValueError, match="must be narrower than data.x's torch.float16"):
+        NeighborLoader(data, [3], batch_size=8, feature_dtype=torch.bfloat16)
+    data.x = torch.randn(data.num_nodes, 4, dtype=torch.float64)  # float64 stored as float32: batches float64
+    batch = next(iter(NeighborLoader(data, [3], batch_size=8, feature_dtype=torch.float32)))
+    assert batch.x.dtype == torch.float64 and torch.equal(batch.x, data.x[batch.n_id].float().double())

@@ -315,8 +315,8 @@ def gather_rows(
             read through UVA).
         ids: ``[n]`` int64 row ids in ``[0, N)``.
         out: ``[n, D]`` preallocated output on ``ids``'s device: the table's
-            dtype, or, for a floating table, a floating dtype at least as
-            wide (rows are converted: float16 or bfloat16 tables into
+            dtype, or, for a floating table, a strictly wider floating
+            dtype (rows are converted: float16 or bfloat16 tables into
             float32 batches).
         hot: ``[num_hot, D]`` GPU copy of the first ``num_hot`` rows, or None.
         num_hot: rows ``< num_hot`` are read from ``hot``.

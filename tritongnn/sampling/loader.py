@@ -76,6 +76,7 @@ _UNSUPPORTED = {
 _NO_EFFECT = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor",
               "timeout", "worker_init_fn", "multiprocessing_context", "pin_memory_device",
               "in_order")
+_FEATURE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # stores narrower than data.x's
 _PLACEMENTS = ("device", "host")
 _CACHE_POLICIES = ("profile", "degree")
 
@@ -222,9 +223,12 @@ class NeighborLoader:
             Batches' ``x`` keep ``data.x``'s dtype (the gather widens each
             row as it reads it), with the values rounded to
             ``feature_dtype``: a lossy choice, like SALIENT's half-precision
-            features. A copy is made (``data.x`` is not modified); a float16
-            store of values past its range (65504) raises ValueError. None:
-            as given.
+            features (float16 also rounds values below 6e-8 to 0). A copy
+            is made (``data.x`` is not modified; with ``share_host_memory``
+            each rank converts its own before the host's leader's copy is
+            shared, so the others' are transient); values that overflow the
+            dtype (float16: magnitudes of 65520 and more) raise ValueError;
+            inf and NaN in ``data.x`` stay so. None: as given.
         **kwargs: other PyG/DataLoader arguments: worker settings warn that
             they have no effect; features not supported yet raise
             ``NotImplementedError`` naming the argument.
@@ -289,10 +293,9 @@ class NeighborLoader:
         if reuse == "group" and reorder_group == 1 and super_batch == 1:
             raise ValueError("reuse='group' reads each host row once per group of batches: pass "
                              "super_batch > 1 or reorder_group > 1 (the group size) with it")
-        if feature_dtype is not None and (not isinstance(feature_dtype, torch.dtype)
-                                          or not feature_dtype.is_floating_point):
-            raise TypeError(f"feature_dtype must be a floating torch.dtype (e.g. torch.float16), "
-                            f"got {feature_dtype!r}")
+        if feature_dtype is not None and feature_dtype not in _FEATURE_DTYPES:
+            raise TypeError(f"feature_dtype must be one of torch.float16, torch.bfloat16, torch.float32 "
+                            f"(or None), got {feature_dtype!r}")
         if not isinstance(share_host_memory, bool):
             raise TypeError(f"share_host_memory must be a bool, got {type(share_host_memory).__name__} "
                             f"{share_host_memory!r}")
@@ -686,9 +689,12 @@ class NeighborLoader:
         chunks of rows, each checked for values past the dtype's range."""
         if dtype is None or x is None or x.dtype == dtype:
             return x
-        if not x.dtype.is_floating_point or dtype.itemsize >= x.dtype.itemsize:
-            raise ValueError(f"feature_dtype={dtype} must be a floating dtype narrower than data.x's "
-                             f"{x.dtype}: batches' x come out in data.x's dtype")
+        if not x.dtype.is_floating_point:
+            raise ValueError(f"feature_dtype={dtype} stores floating features narrower: data.x must be "
+                             f"floating-point, got {x.dtype}")
+        if dtype.itemsize >= x.dtype.itemsize:
+            raise ValueError(f"feature_dtype={dtype} must be narrower than data.x's {x.dtype}: batches' x "
+                             f"come out in data.x's dtype")
         if self.placement == "host" and self.device.type == "cuda":
             stored = pinned_empty(x.shape, dtype, self.device)
         else:
@@ -700,8 +706,9 @@ class NeighborLoader:
             past = stored[begin:begin + step].isinf().to(part.device) & part.isfinite()
             if bool(past.any()):
                 row = begin + int(past.any(1).nonzero()[0])
+                other = "torch.bfloat16 (float32's range), or None" if dtype == torch.float16 else "None"
                 raise ValueError(f"feature_dtype={dtype} cannot hold data.x (row {row} has values past its "
-                                 f"range, {torch.finfo(dtype).max:g}); pass torch.bfloat16, or None")
+                                 f"range, {torch.finfo(dtype).max:g}); pass {other}")
         return stored
 
     def _place(self, x: torch.Tensor) -> torch.Tensor:
