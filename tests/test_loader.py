@@ -316,6 +316,26 @@ def test_placements_and_prefetch_agree():
         check_batch(batch, data.to("cuda"), input_nodes, [5, 4], False)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_epochs_left_early_do_not_overlap_the_next():
+    # an epoch left after one batch leaves prefetched batches queued on its
+    # producer's streams; the next epoch's batches (same sampler, same id map
+    # and captured buffers) must not overlap them: every batch stays valid
+    data = random_data(num_nodes=20_000, num_edges=400_000, edge_attr=True)  # check_batch reads e_id
+    loader = NeighborLoader(data, [10, 5], batch_size=512, shuffle=True, seed=3, prefetch=4,
+                            placement="host")
+    input_nodes = torch.arange(20_000, device="cuda")
+    on_gpu = data.to("cuda")
+    for _ in range(6):
+        for i, batch in enumerate(loader):
+            check_batch(batch, on_gpu, input_nodes, [10, 5], False)
+            if i == 1:
+                break
+    for batch in loader:
+        check_batch(batch, on_gpu, input_nodes, [10, 5], False)
+
+
 def test_captured_hops_only_where_no_hop_syncs():
     from tritongnn import CSCGraph, NeighborSampler
     from tritongnn.sampling import sampler as sampler_module
