@@ -23,8 +23,9 @@ def test_train_example_runs_and_learns(capsys):
 def test_train_example_with_the_cache(capsys):
     with reference_on_cpu():
         results = train.main(["--dataset", "cora", "--epochs", "2", "--device", "cpu", "--placement", "host",
-                              "--cache-budget", "1000000", "--dynamic-cache"])
+                              "--cache-budget", "1000000", "--dynamic-cache", "--feature-dtype", "float16"])
     out = capsys.readouterr().out
+    assert "features stored as float16 (batches' x in torch.float32)" in out
     assert "cache plan" in out and "feature hit rate" in out and "dynamic" in out
     assert "time: sampling" in out
     assert results["Cora"] > 0.5

@@ -155,8 +155,11 @@ def run(name, data, args, device):
     say(f"\n== {name}: {data.num_nodes:,} nodes, {data.num_edges:,} edges, "
           f"{data.num_features} features, {int(data.y.max()) + 1} classes; "
           f"device={device}, placement={args.placement}, num_neighbors={args.num_neighbors}")
+    feature_dtype = None if args.feature_dtype is None else getattr(torch, args.feature_dtype)
+    if feature_dtype is not None:
+        say(f"features stored as {args.feature_dtype} (batches' x in {data.x.dtype})")
     common = dict(num_neighbors=args.num_neighbors, device=device, placement=args.placement,
-                  share_host_memory=args.share_host_memory)
+                  share_host_memory=args.share_host_memory, feature_dtype=feature_dtype)
     train_loader = NeighborLoader(data, input_nodes=data.train_mask, batch_size=args.batch_size,
                                   shuffle=True, seed=args.seed, cache_budget=args.cache_budget,
                                   dynamic_cache=args.dynamic_cache, **common)
@@ -233,6 +236,9 @@ def main(argv=None):
                         help="with --placement host: GPU bytes (or 'auto') for the dual cache")
     parser.add_argument("--dynamic-cache", action="store_true",
                         help="with --cache-budget: give a share of it to the dynamic (EWMA) feature cache")
+    parser.add_argument("--feature-dtype", choices=["float16", "bfloat16"], default=None,
+                        help="store the features in this dtype in the caches and host memory (lossy; "
+                             "half the bytes read); batches stay float32")
     parser.add_argument("--no-share-host-memory", dest="share_host_memory", action="store_false",
                         help="with --placement host under torchrun: every rank builds its own host copy "
                              "(default: one copy per host, shared by its ranks)")
