@@ -336,6 +336,23 @@ def test_epochs_left_early_do_not_overlap_the_next():
         check_batch(batch, on_gpu, input_nodes, [10, 5], False)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_leaving_an_epoch_early_is_prompt():
+    # the producer has filled its queue and waits to put the next batch:
+    # leaving the loop stops it at once, not at its put's 0.1 s timeout
+    import time
+    data = random_data(num_nodes=5000, num_edges=50_000)
+    loader = NeighborLoader(data, [5, 4], batch_size=64, shuffle=True, seed=1, prefetch=2)
+    for _ in range(3):
+        iterator = iter(loader)
+        next(iterator)
+        time.sleep(0.3)  # the queue fills, the producer blocks in put
+        start = time.perf_counter()
+        iterator.close()  # what leaving a for loop early does
+        assert time.perf_counter() - start < 0.05
+
+
 def test_captured_hops_only_where_no_hop_syncs():
     from tritongnn import CSCGraph, NeighborSampler
     from tritongnn.sampling import sampler as sampler_module

@@ -919,7 +919,7 @@ class _Prefetcher:
                         return
                     ready = torch.cuda.Event()
                     ready.record(self.gather_stream)  # after the sampling it waited for
-                    if not self._put((batch, ready)):
+                    if not self._put((batch, ready)) or self.stop.is_set():
                         return
         except BaseException as error:  # handed to the consumer, raised there
             self._put(error)
@@ -945,7 +945,17 @@ class _Prefetcher:
                 yield batch
         finally:
             self.stop.set()
-            self.thread.join()
+            # A producer blocked on the full queue would notice the stop only at
+            # its put's timeout (0.1 s: a loop leaving an epoch early waited for
+            # it, and a benchmark timing a window of batches counted it):
+            # draining the queue lets its put through, and it returns at once.
+            while self.thread.is_alive():
+                try:
+                    while True:
+                        self.queue.get_nowait()
+                except queue.Empty:
+                    pass
+                self.thread.join(timeout=0.001)
             # work the producer queued and nobody consumed (an epoch left
             # early) may still run on its streams: the consumer's stream, which
             # the next epoch's producer waits for first, waits for it, so the
