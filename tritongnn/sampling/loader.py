@@ -217,7 +217,8 @@ class NeighborLoader:
             sampled K at a time and reordered G at a time (with G a multiple
             of K, each group is G / K whole super-batches).
         feature_dtype: store ``data.x`` in this narrower floating dtype
-            (``torch.float16`` or ``torch.bfloat16`` for float32 features)
+            (``torch.float16`` or ``torch.bfloat16`` for float32 features,
+            also ``torch.float32`` for float64 ones)
             in the GPU caches and in host memory: half the bytes a batch's
             misses move through UVA, twice the rows a cache budget holds.
             Batches' ``x`` keep ``data.x``'s dtype (the gather widens each
