@@ -437,3 +437,62 @@ def test_pinned_empty_is_shared_with_forked_workers():
     child.start()
     child.join(60)
     assert child.exitcode == 0 and float(x[0, 0]) == 42.0
+
+
+def _feature_dtype_worker(rank, world_size, init, out_dir, job):
+    import torch.distributed as dist
+    os.environ["TORCHELASTIC_RUN_ID"] = job
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
+    out = {}
+    try:
+        data = host_data()
+        args = dict(ARGS, input_nodes=data.train_mask, device="cpu", placement="host",
+                    feature_dtype=torch.float16)
+        with reference_on_cpu():
+            # no cache, a cache of part of the rows, a cache of all of them:
+            # the batches of a rank's private copy; the host copy in float16
+            for name, cache in (("none", {}), ("part", dict(cache_budget=20 * WIDTH * 2, profile_epochs=1)),
+                                ("whole", dict(cache_budget=10**6 * WIDTH * 2, profile_epochs=1))):
+                gc.collect()
+                dist.barrier()
+                before = memory_usage()
+                dist.barrier()
+                shared = NeighborLoader(data, **args, **cache)
+                dist.barrier()
+                grown = memory_usage()["rss_anon"] - before["rss_anon"]
+                private = NeighborLoader(data, **args, **cache, share_host_memory=False)
+                out[name] = dict(anon_growth=grown, dtype=shared.x.dtype, shared=shared.host_memory["shared_by_ranks"],
+                                 equal=same_batches(epoch(shared), epoch(private)))
+                del shared, private
+            # a value float16 cannot hold: the leader's conversion fails in its
+            # build of the host copy, and both ranks raise, neither waits
+            bad = host_data()
+            bad.x[123, 4] = 1e6
+            start = time.perf_counter()
+            try:
+                NeighborLoader(bad, **dict(args, input_nodes=bad.train_mask))
+            except (ValueError, RuntimeError) as error:
+                out["range_error"] = str(error)
+            out["failure_seconds"] = time.perf_counter() - start
+    finally:
+        torch.save(out, os.path.join(out_dir, f"rank{rank}.pt"))
+        dist.destroy_process_group()
+
+
+@needs_shm
+def test_two_ranks_store_features_narrow_with_one_conversion(tmp_path):
+    # feature_dtype with one host copy: the leader converts into the shared
+    # copy, the other rank converts nothing (its memory does not grow by a
+    # copy) unless it builds a tier of its own (a cache of every row)
+    out = tmp_path / "out"
+    out.mkdir()
+    spawn(_feature_dtype_worker, (2, f"file://{tmp_path / 'init'}", str(out), f"test{uuid.uuid4().hex[:8]}"), 2)
+    zero, one = [torch.load(out / f"rank{r}.pt") for r in range(2)]
+    stored_bytes = ROWS * WIDTH * 2
+    for r in (zero, one):
+        for name in ("none", "part", "whole"):
+            assert r[name]["equal"] and r[name]["dtype"] == torch.float16, name
+            assert r[name]["shared"] == 2, name
+        assert "row 123 has values past its range" in r["range_error"] and r["failure_seconds"] < 60
+    assert one["none"]["anon_growth"] < 0.5 * stored_bytes
+    assert one["part"]["anon_growth"] < 0.5 * stored_bytes

@@ -226,8 +226,8 @@ class NeighborLoader:
             ``feature_dtype``: a lossy choice, like SALIENT's half-precision
             features (float16 also rounds values below 6e-8 to 0). A copy
             is made (``data.x`` is not modified; with ``share_host_memory``
-            each rank converts its own before the host's leader's copy is
-            shared, so the others' are transient); values that overflow the
+            the host's leader converts into the shared copy, and another
+            rank only where it builds a tier of its own); values that overflow the
             dtype (float16: magnitudes of 65520 and more) raise ValueError;
             inf and NaN in ``data.x`` stay so. None: as given.
         **kwargs: other PyG/DataLoader arguments: worker settings warn that
@@ -338,10 +338,15 @@ class NeighborLoader:
             return CSCGraph.from_edge_index(edge_index, num_nodes, keep_edge_perm=keep_edge_perm,
                                             device=self.device)
 
-        x = self._stored_features(data.x, feature_dtype)
         self._x_dtype = None if data.x is None else data.x.dtype  # what batches' x come out in
         # ranks sharing one host copy: a collective, so every rank of the group takes part
         host_group = self._host_group(share_host_memory)
+        # With one host copy, features to store in feature_dtype are converted
+        # where their values are needed (the leader's build of the copy; a
+        # rank that builds a tier of its own), not by every rank up front:
+        # until then x is a meta tensor of their shape and dtype.
+        self._feature_source = (data.x, feature_dtype)
+        x = self._stored_features(data.x, feature_dtype, defer=host_group is not None)
         self._fingerprint = (num_nodes, edge_index.size(1), keep_edge_perm,
                              None if x is None else (tuple(x.shape), str(x.dtype)))
         self._host_ranks = 1
@@ -355,7 +360,7 @@ class NeighborLoader:
             else:
                 graph = build_graph() if graph is None else graph
                 self.graph = graph.pin_memory() if placement == "host" and self.device.type == "cuda" else graph
-                self.x = self._place(x) if x is not None else None
+                self.x = self._place(self._real(x)) if x is not None else None
             self._seeds = self.input_nodes
         else:
             if x is not None and x.dim() == 2 and x.size(1) == 0:
@@ -386,6 +391,7 @@ class NeighborLoader:
         if reuse and self.x is not None:
             kind = GroupReuse if reuse == "group" else BatchReuse
             self.reuse = kind(num_nodes, self._num_feature, self.device)
+        del self._feature_source  # the loader keeps no reference to the user's x
 
     def _host_group(self, share_host_memory: bool) -> HostGroup | None:
         """The ranks of this host when they are to hold one host copy between
@@ -406,9 +412,12 @@ class NeighborLoader:
         the host copy, every rank of the host maps it. ``(graph, x)``, or
         None when ``/dev/shm`` had no room."""
         def build(host: SharedHostArrays) -> dict:
-            for name, t in (("indptr", graph.indptr), ("indices", graph.indices), ("x", x)):
-                if t is not None:
-                    host.copy(name, t)
+            for name, t in (("indptr", graph.indptr), ("indices", graph.indices)):
+                host.copy(name, t)
+            if x is not None and x.is_meta:  # converted straight into the host copy
+                self._stored_features(*self._feature_source, out=host.empty("x", x.shape, x.dtype))
+            elif x is not None:
+                host.copy("x", x)
             if graph.edge_perm is not None:  # read once, by the sampler's copy to the device
                 host.copy("edge_perm", graph.edge_perm, pin=False)
             return {}
@@ -436,6 +445,7 @@ class NeighborLoader:
             if cache is not None:
                 return cache
             graph = build_graph() if graph is None else graph
+        x = self._real(x)
         plan, rows = self._plan_cache(graph, x, budget, policy, dynamic)
         return DualCache(graph, x, plan, self.device, dynamic, rows, self.cache_profile, self._warm_rows(x))
 
@@ -511,9 +521,10 @@ class NeighborLoader:
         built = {}
 
         def build(host: SharedHostArrays) -> dict:
-            plan, rows = self._plan_cache(graph, x, budget, policy, dynamic)
+            x_values = self._real(x)
+            plan, rows = self._plan_cache(graph, x_values, budget, policy, dynamic)
             # edge_perm is read once, by the sampler's copy to the device: no need to pin it
-            built["tiers"] = relabel_tiers(graph, x, plan, self.device,
+            built["tiers"] = relabel_tiers(graph, x_values, plan, self.device,
                                            lambda name, shape, dtype: host.empty(name, shape, dtype,
                                                                                  pin=name != "edge_perm"))
             built["plan"] = plan
@@ -532,7 +543,7 @@ class NeighborLoader:
             # a copy of its own: the shared order is dropped once every rank has one
             plan = CachePlan(order=arrays["order"].to(self.device, copy=True), **meta["plan"])
             whole = relabel_tiers(build_graph() if plan.num_adjacency == num_nodes else None,
-                                  x if plan.num_feature == num_nodes else None, plan, self.device)
+                                  self._real(x) if plan.num_feature == num_nodes else None, plan, self.device)
             graph = whole[0] if whole[0] is not None else \
                 CSCGraph(arrays["indptr"], arrays["indices"], arrays.get("edge_perm"), validate=False)
             if x is not None:
@@ -683,11 +694,18 @@ class NeighborLoader:
             if x.size(0) != num_nodes:
                 raise ValueError(f"data.x has {x.size(0)} rows, expected num_nodes={num_nodes}")
 
-    def _stored_features(self, x: torch.Tensor | None, dtype: torch.dtype | None) -> torch.Tensor | None:
+    def _real(self, x: torch.Tensor | None) -> torch.Tensor | None:
+        """``x`` with values: a deferred (meta) store converted now."""
+        return self._stored_features(*self._feature_source) if x is not None and x.is_meta else x
+
+    def _stored_features(self, x: torch.Tensor | None, dtype: torch.dtype | None, defer: bool = False,
+                         out: torch.Tensor | None = None) -> torch.Tensor | None:
         """``x`` in ``feature_dtype`` (``dtype``), copied where it will be
-        read: pinned host memory (``placement="host"`` on a GPU), else the
-        device; ``x`` itself when no conversion is asked. Converted in
-        chunks of rows, each checked for values past the dtype's range."""
+        read: ``out``, else pinned host memory (``placement="host"`` on a
+        GPU), else the device; ``x`` itself when no conversion is asked; a
+        meta tensor of the stored shape and dtype with ``defer`` (checked,
+        not converted). Converted in chunks of rows, each checked for values
+        past the dtype's range."""
         if dtype is None or x is None or x.dtype == dtype:
             return x
         if not x.dtype.is_floating_point:
@@ -696,7 +714,11 @@ class NeighborLoader:
         if dtype.itemsize >= x.dtype.itemsize:
             raise ValueError(f"feature_dtype={dtype} must be narrower than data.x's {x.dtype}: batches' x "
                              f"come out in data.x's dtype")
-        if self.placement == "host" and self.device.type == "cuda":
+        if defer:
+            return torch.empty(x.shape, dtype=dtype, device="meta")
+        if out is not None:
+            stored = out
+        elif self.placement == "host" and self.device.type == "cuda":
             stored = pinned_empty(x.shape, dtype, self.device)
         else:
             stored = torch.empty(x.shape, dtype=dtype, device=self.device)
