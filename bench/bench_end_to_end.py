@@ -312,7 +312,7 @@ def time_epoch(loader, args, device, step=None) -> dict:
     warm-up, then ``--batches`` timed (0: the rest of an epoch), scaled."""
     per_epoch = len(loader)
     warm = max(1, min(args.warmup, per_epoch - 1))  # at least one: compilation, first captures
-    timed = per_epoch - warm if not args.batches else args.batches
+    timed = max(1, per_epoch - warm) if not args.batches else args.batches  # (1 batch an epoch: the next's)
     split_keys = ("sampling_seconds", "gather_seconds", "model_seconds", "wait_seconds", "batches")
     counted = split_keys + ("host_bytes",)
     done, start, end, before, banked = 0, None, None, None, {}

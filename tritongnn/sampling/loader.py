@@ -971,14 +971,14 @@ class _Prefetcher:
             # A producer blocked on the full queue would notice the stop only at
             # its put's timeout (0.1 s: a loop leaving an epoch early waited for
             # it, and a benchmark timing a window of batches counted it):
-            # draining the queue lets its put through, and it returns at once.
-            while self.thread.is_alive():
-                try:
-                    while True:
-                        self.queue.get_nowait()
-                except queue.Empty:
-                    pass
-                self.thread.join(timeout=0.001)
+            # draining the queue lets its put through, and it returns at once
+            # (once stopped it puts at most one more item, which finds room).
+            try:
+                while True:
+                    self.queue.get_nowait()
+            except queue.Empty:
+                pass
+            self.thread.join()
             # work the producer queued and nobody consumed (an epoch left
             # early) may still run on its streams: the consumer's stream, which
             # the next epoch's producer waits for first, waits for it, so the
