@@ -23,7 +23,8 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   before (GARDEN's Fig. 19): UVA with no cache; + dual cache; + dynamic
   cache; + grouped sampler; + super-batches of 8; + group reuse / reorder;
   + ``tritongnn.nn``'s GraphSAGE (the Triton aggregation, and layers that
-  compute only the rows later layers read); at each ``--budgets-gb``
+  compute only the rows later layers read); + features stored in float16
+  (``feature_dtype``: lossy, so last); at each ``--budgets-gb``
   (0 = no budget: a budget that holds the whole graph); and everything in
   GPU memory (``placement="device"``).
 * ``models``: GCN and GAT (8 heads x 8; PyG's GAT for both loaders, the
@@ -387,7 +388,10 @@ def ablation_configs(budget_gb, all_bytes):
              ("+ grouped sampler", dict(sample_kernel="grouped"), "pyg"),
              ("+ super-batch 8", dict(super_batch=8), "pyg"),
              ("+ group reuse / reorder 8", dict(reuse="group", reorder_group=8), "pyg"),
-             ("+ Triton aggregation", {}, "tritongnn")]
+             ("+ Triton aggregation", {}, "tritongnn"),
+             # lossy (values rounded to float16), so a step of its own after
+             # every technique that keeps the batches exact
+             ("+ float16 features", dict(feature_dtype=torch.float16), "tritongnn")]
     configs, kwargs = [], {}
     for name, add, library in steps:
         kwargs = dict(kwargs, **add)

@@ -105,7 +105,8 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     assert [(r["host_rows_first"], r["resolved_rows"]) for r in order] == \
         [(False, False), (True, False), (True, True)]  # the non-zero budget only
     ablation = [r for r in record["rows"] if r["part"] == "ablation"]
-    assert len(ablation) == 2 * 7 + 1 and all(r["epoch_seconds"] > 0 for r in ablation)
+    assert len(ablation) == 2 * 8 + 1 and all(r["epoch_seconds"] > 0 for r in ablation)
+    assert [r["loader"].get("feature_dtype") for r in ablation[6:8]] == [None, "torch.float16"]
     assert {r["model"] for r in record["rows"] if r["part"] == "models"} == {"gcn", "gat"}
     assert len(table.read_text().splitlines()) == 1 + len(record["rows"])
     alone = {(r["model"], r["library"], r["matmul_precision"]) for r in record["rows"] if r["part"] == "alone"}
