@@ -93,3 +93,12 @@ def check_dense_index(t: torch.Tensor, name: str, dtypes: tuple) -> None:
                         f"{getattr(t, 'dtype', type(t).__name__)} of shape {tuple(getattr(t, 'shape', ()))}")
     if not t.is_contiguous():
         raise ValueError(f"{name} must be contiguous (the kernels read it with stride 1), got strides {t.stride()}")
+
+
+def on_device(t: torch.Tensor, device: torch.device) -> bool:
+    """``t`` lives on ``device`` ("cuda" without an index: the current GPU)."""
+    if t.device.type != device.type:
+        return False
+    if device.type != "cuda" or device.index is None:
+        return device.type != "cuda" or t.device.index == torch.cuda.current_device()
+    return t.device.index == device.index

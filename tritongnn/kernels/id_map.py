@@ -71,7 +71,7 @@ import triton.language as tl
 
 from . import reference
 from .outputs import MappedHop
-from ._launch import next_power_of_2, use_triton
+from ._launch import next_power_of_2, on_device, use_triton
 
 _NO_MATCH = -3        # a compare value no key equals: lanes that are done CAS with it (a no-op)
 _ROW = 4              # words per slot: key, stamp, local id, unused (a row within one 32 B sector)
@@ -238,12 +238,6 @@ def _assign_kernel(
             tl.store(new_batch + b_rank, b_batch, mask=b_is_rep)
 
 
-def _same_device(a: torch.device, b: torch.device) -> bool:
-    # "cuda" without an index is the current GPU
-    index = [d.index if d.index is not None or d.type != "cuda" else torch.cuda.current_device() for d in (a, b)]
-    return a.type == b.type and index[0] == index[1]
-
-
 def direct_fits(num_nodes: int, num_batches: int) -> bool:
     """Whether a map of K sub-batches over ``num_nodes`` nodes takes a
     direct table (``DIRECT_MAX_BYTES``)."""
@@ -327,7 +321,7 @@ class IdMap:
         if kind == "direct" or (kind == "auto" and direct_fits(self.num_nodes, self.num_batches)):
             if direct is None:
                 direct = DirectTable(keys, self.device)
-            elif direct.num_keys < keys or not _same_device(direct.words.device, self.device):
+            elif direct.num_keys < keys or not on_device(direct.words, self.device):
                 raise ValueError(f"direct table of {direct.num_keys} keys on {direct.words.device}: "
                                  f"this map needs {keys} on {self.device}")
             self.direct = direct

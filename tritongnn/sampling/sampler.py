@@ -52,7 +52,7 @@ from ..graph import CSCGraph
 from ..kernels import IdMap, draw_seeds, sample_neighbors
 from ..kernels.id_map import DirectTable, direct_fits
 from ..kernels.sample import MAX_FANOUT, check_method
-from ..kernels._launch import host_list, use_triton
+from ..kernels._launch import host_list, on_device, use_triton
 
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
 # keys of the id map a captured graph owns (a hash map: <= 2^24 slots, 256
@@ -97,15 +97,6 @@ def _within_kernel_fanouts(num_neighbors: list[int], graph: CSCGraph, replace: b
             fanout = -1
         out.append(fanout)
     return out
-
-
-def _on_device(t: torch.Tensor, device: torch.device) -> bool:
-    """``t`` lives on ``device`` ("cuda" without an index: the current GPU)."""
-    if t.device.type != device.type:
-        return False
-    if device.type != "cuda" or device.index is None:
-        return device.type != "cuda" or t.device.index == torch.cuda.current_device()
-    return t.device.index == device.index
 
 
 class _CapturedHops:
@@ -331,7 +322,7 @@ class NeighborSampler:
             raise TypeError(f"{name} must be a 1-D int64 tensor, got "
                             f"{getattr(seeds, 'dtype', type(seeds).__name__)} of shape "
                             f"{tuple(getattr(seeds, 'shape', ()))}")
-        if not _on_device(seeds, self.device):
+        if not on_device(seeds, self.device):
             raise ValueError(f"{name} lives on {seeds.device}, the sampler on {self.device}")
 
     def sample(self, seeds: torch.Tensor, generator: torch.Generator | None = None,
