@@ -46,6 +46,10 @@ from . import reference
 from ._launch import host_list, interpreted_block, next_power_of_2, use_triton
 
 
+# the feature dtypes the kernels take (they accumulate in float32: no float64)
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
 @triton.jit(do_not_specialize=["num_segments"])
 def _segment_sum_kernel(
     x,          # [N, D] rows to sum
@@ -364,7 +368,7 @@ def aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_dst: int, reduce: s
         raise ValueError(f"reduce must be 'sum', 'add' or 'mean', got {reduce!r}")
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D [num_nodes, dim], got shape {tuple(x.shape)}")
-    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+    if x.dtype not in DTYPES:
         raise TypeError(f"x must be float32, float16 or bfloat16 (the kernels accumulate in float32), "
                         f"got {x.dtype}")
     if not isinstance(num_dst, int) or isinstance(num_dst, bool) or num_dst < 0:

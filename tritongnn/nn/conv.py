@@ -10,10 +10,9 @@ from torch_geometric.nn import SimpleConv as PyGSimpleConv
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.utils._trim_to_layer import TrimToLayer
 
-from ..kernels.aggregate import aggregate
+from ..kernels.aggregate import DTYPES as _KERNEL_DTYPES, aggregate
 
 _KERNEL_AGGRS = {"mean": "mean", "sum": "sum", "add": "sum"}
-_KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # float32 accumulation: not float64
 
 
 class _KernelPropagate:
