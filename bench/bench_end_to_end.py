@@ -63,7 +63,8 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   features stored in float16 (``NeighborLoader``'s ``feature_dtype``: half
   the bytes through UVA, twice the rows a budget caches), float32 again.
   ``--feature-dtype`` stores them so in every tritongnn loader of a run
-  (the accuracy part's rows say so).
+  (the accuracy part's rows say so); ``--host-feature-dtype`` with the
+  accuracy part adds seeds of our loader with that dtype beside them.
 * ``scaling``: the recommended configuration at budget ``--budgets-gb[0]``
   against batch size, fanouts and budget, and a feature-width point for this
   run's ``--features``. Other widths are runs of their own, with nodes and
@@ -189,7 +190,7 @@ def parse_args():
                         "(NeighborLoader's feature_dtype; batches stay float32)")
     p.add_argument("--host-feature-dtype", choices=["float16", "bfloat16"], default=None,
                    help="with --parts host: the defaults with float32 features, with this feature_dtype, "
-                        "float32 again")
+                        "float32 again; with --parts accuracy: our loader with this feature_dtype as well")
     p.add_argument("--host-id-map", action="store_true",
                    help="with --parts host: the defaults with hash id maps, direct ones, hash again")
     p.add_argument("--host-adam", action="store_true",
@@ -746,10 +747,12 @@ def accuracy(args, data, sampler, graph, device, emit):
     seed, then accuracy on the first ``--acc-val`` validation nodes."""
     val = graph["val"][:args.acc_val]
     # the batches do not depend on the cache: ours reads everything through UVA here
-    name = "tritongnn" + (f", {args.feature_dtype} features" if args.feature_dtype else "")
-    loaders = {name: lambda seed, nodes, shuffle: NeighborLoader(
-        data, args.num_neighbors, input_nodes=nodes, batch_size=args.batch_size, shuffle=shuffle, seed=seed,
-        device=device, placement="host", feature_dtype=feature_dtype(args.feature_dtype))}
+    loaders = {}
+    for dtype in dict.fromkeys([args.feature_dtype] + ([args.host_feature_dtype] if args.host_feature_dtype else [])):
+        name = "tritongnn" + (f", {dtype} features" if dtype else "")
+        loaders[name] = lambda seed, nodes, shuffle, dtype=dtype: NeighborLoader(
+            data, args.num_neighbors, input_nodes=nodes, batch_size=args.batch_size, shuffle=shuffle, seed=seed,
+            device=device, placement="host", feature_dtype=feature_dtype(dtype))
     if sampler is not None:
         workers = max(args.pyg_workers)
         loaders["pyg"] = lambda seed, nodes, shuffle: pyg_loader(
