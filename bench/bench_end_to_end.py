@@ -671,7 +671,8 @@ def finish(args, record, pyg):
     for row in rows:
         # within one run only (rows assembled from several runs name theirs)
         base = pyg.get((row.get("rows_file"), row.get("model")))
-        if base and row["part"] in ("ablation", "models"):
+        # (the host part's loader rows too: their own model-alone rows have no loader)
+        if base and (row["part"] in ("ablation", "models") or (row["part"] == "host" and "loader" in row)):
             row["vs_pyg_default"] = base[0]["epoch_seconds"] / row["epoch_seconds"]
             row["vs_pyg_best"] = base[1]["epoch_seconds"] / row["epoch_seconds"]
     # the model alone with the same layers (PyG's, or tritongnn.nn's) and matmul precision
