@@ -234,3 +234,28 @@ def test_dynamic_cache_on_the_gpu_with_prefetch():
     stats = loader.stats
     assert stats["dynamic_refreshes"] >= 10 and stats["dynamic_feature_hit_rate"] > 0.0
     assert stats["dynamic_refresh_gpu_seconds"] > 0.0
+
+
+def test_refresh_ranks_a_snapshot_of_the_scores_on_a_gpu(monkeypatch):
+    # on a GPU the refresh's topk runs on a side stream while the loader's
+    # stream may still add the last batch into cache.score: CUDA's multi-block
+    # topk reads its input more than once and leaves output slots unwritten
+    # when it changes in between (garbage ids: an index out of bounds in
+    # member[node] = wanted, seen at the papers100M scale with super_batch=8);
+    # so topk must rank a copy, never the live tensor
+    _, cache = make_cache(capacity=4, update_every=2, max_replace=1.0)
+    cache.observe(torch.tensor([20, 21, 22, 23, 24]))
+    cache.observe(torch.tensor([20, 21, 22, 23]))  # 20..23 rank above 24
+    seen = []
+    real_topk = torch.topk
+
+    def recording_topk(t, *args, **kwargs):
+        seen.append(t)
+        return real_topk(t, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "topk", recording_topk)
+    cache._cuda = True  # the branch a GPU cache takes (_choose itself runs on any device)
+    newcomers, free, staged = cache._choose()
+    assert len(seen) == 1 and seen[0].data_ptr() != cache.score.data_ptr()
+    assert torch.equal(seen[0], cache.score)
+    assert sorted((newcomers + 10).tolist()) == [20, 21, 22, 23]

@@ -244,9 +244,18 @@ class DynamicCache:
 
     def _choose(self):
         """Top-K by score; newcomers, the slots they take, their staged rows."""
-        value, node = torch.topk(self.score, self.capacity, sorted=True)
+        # On a GPU this runs on the side stream while the loader's stream may
+        # still be adding the last batch's accesses into ``score`` (the refresh
+        # waits only for the batch before last). ``torch.topk`` must not read
+        # a moving input: CUDA's multi-block topk counts each block's hits in
+        # radix passes, then reads the input again and writes them at the
+        # counted offsets, so scores that grow in between leave slots of its
+        # output unwritten (garbage node ids, out of range in ``member[node]``).
+        # A copy made here (one read per score) is a snapshot it can trust.
+        score = self.score.clone() if self._cuda else self.score
+        value, node = torch.topk(score, self.capacity, sorted=True)
         wanted = value > 0
-        member = torch.zeros_like(self.score, dtype=torch.bool)
+        member = torch.zeros_like(score, dtype=torch.bool)
         member[node] = wanted
         stays = (self.occupant >= 0) & member[self.occupant.clamp(min=0)]
         newcomer = wanted & (self.slot[node] < 0)
