@@ -29,9 +29,10 @@ from tritongnn.datasets import cora, load_npz  # noqa: E402
 from _record import append_record, new_record  # noqa: E402
 
 
-def run(loader_cls, data, seed, args, device):
+def run(loader_cls, data, seed, args, device, **kwargs):
     torch.manual_seed(seed)
-    kwargs = dict(seed=seed) if loader_cls is NeighborLoader else {}
+    if loader_cls is NeighborLoader:
+        kwargs["seed"] = seed
     train = loader_cls(data, args.num_neighbors, input_nodes=data.train_mask, batch_size=args.batch_size,
                        shuffle=True, **kwargs)
     test = loader_cls(data, args.num_neighbors, input_nodes=data.test_mask, batch_size=1000, **kwargs)
@@ -62,6 +63,9 @@ def main():
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--num-neighbors", type=int, nargs="+", default=[10, 10])
+    parser.add_argument("--feature-dtype", choices=["float16", "bfloat16"], default=None,
+                        help="also our loader with the features stored in this dtype (lossy; batches "
+                             "stay float32), the same seeds")
     parser.add_argument("--out", default=None)
     parser.add_argument("--commit", default=None,
                         help="commit measured (default: git rev-parse of this checkout)")
@@ -71,9 +75,13 @@ def main():
     name = "cora" if args.data is None else os.path.basename(args.data).removesuffix(".npz")
     from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
     results = {}
-    for library, cls in (("tritongnn", NeighborLoader), ("PyG", PyGNeighborLoader)):
+    runs = [("tritongnn", NeighborLoader, {}), ("PyG", PyGNeighborLoader, {})]
+    if args.feature_dtype:
+        runs.insert(1, (f"tritongnn, {args.feature_dtype} features", NeighborLoader,
+                        dict(feature_dtype=getattr(torch, args.feature_dtype))))
+    for library, cls, kwargs in runs:
         try:
-            results[library] = [run(cls, data, seed, args, device) for seed in range(args.seeds)]
+            results[library] = [run(cls, data, seed, args, device, **kwargs) for seed in range(args.seeds)]
         except ImportError as error:  # PyG without torch-sparse / pyg-lib
             print(f"{library}: skipped ({error})")
     record = new_record("cora_accuracy", device, args.commit, device_kind=str(device),
@@ -85,7 +93,7 @@ def main():
         print(f"{library:10s} {args.data or 'cora'} test accuracy {statistics.mean(accs):.4f} +- "
               f"{statistics.stdev(accs) if len(accs) > 1 else float('nan'):.4f} "
               f"over {len(accs)} seeds: {[round(a, 3) for a in accs]}")
-    if len(results) == 2:
+    if "tritongnn" in results and "PyG" in results:
         gap = statistics.mean(results["tritongnn"]) - statistics.mean(results["PyG"])
         print(f"difference (tritongnn - PyG): {gap:+.4f}")
 
