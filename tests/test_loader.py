@@ -316,6 +316,38 @@ def test_placements_and_prefetch_agree():
         check_batch(batch, data.to("cuda"), input_nodes, [5, 4], False)
 
 
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_new_pass_ends_the_open_one(device, prefetch):
+    # one pass at a time (the passes share the sampler and caches): iter()
+    # while a pass is open ends it (with prefetch, its producer too), and the
+    # new pass is a whole epoch of valid batches; without prefetch (the
+    # generator's state is then exactly one batch on), it equals the next
+    # epoch of a loader whose passes never overlapped
+    data = random_data(edge_attr=True)  # check_batch reads e_id
+
+    def loader():
+        return NeighborLoader(data, [3, 2], batch_size=64, shuffle=True, seed=5, device=device,
+                              prefetch=prefetch)
+
+    overlapped, plain = loader(), loader()
+    kept = iter(overlapped)
+    next(kept)
+    for _ in zip(range(1), plain):  # the plain loader's first epoch, left after a batch too
+        pass
+    second = list(overlapped)
+    assert len(second) == len(overlapped)
+    with pytest.raises(StopIteration):
+        next(kept)
+    on_device = data.to(device)
+    for batch in second:
+        check_batch(batch, on_device, torch.arange(data.num_nodes, device=device), [3, 2], False)
+    if prefetch == 0 or torch.device(device).type == "cpu":
+        for a, b in zip(second, plain):
+            assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
+            assert torch.equal(a.x, b.x)
+    assert list(zip(overlapped, overlapped)) == []  # the second iter() ended the first before it began
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_epochs_left_early_do_not_overlap_the_next():

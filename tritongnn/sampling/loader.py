@@ -30,6 +30,7 @@ import os
 import queue
 import threading
 import warnings
+import weakref
 
 import numpy as np
 import torch
@@ -163,7 +164,10 @@ class NeighborLoader:
             still builds its own caches. False: every rank builds its own.
             Every rank must pass the same ``data``.
         prefetch: batches prepared ahead on a side stream by a producer
-            thread (GPU only; 0 = prepare each batch when asked).
+            thread (GPU only; 0 = prepare each batch when asked). One pass
+            at a time: the loader's sampler, caches and staging serve one
+            epoch, so ``iter(loader)`` ends any pass still open (its
+            iterator stops; ``zip(loader, loader)`` yields nothing).
         cache_budget: with ``placement="host"``, GPU bytes for the dual
             cache (``tritongnn.cache``): the hottest neighbour lists and
             feature rows, found by profiling, are kept in GPU memory, the
@@ -320,6 +324,7 @@ class NeighborLoader:
         self.transform, self.placement, self.prefetch = transform, placement, prefetch
         self.rank, self.world_size = resolve_ranks(rank, world_size)
         self.epoch = 0
+        self._open_pass = None  # weakref to the open pass's generator (one pass at a time)
         self._shards = None
         if self.world_size > 1:
             shuffle_seed = 0 if seed is None else int(seed)
@@ -875,6 +880,19 @@ class NeighborLoader:
         return self.transform(batch) if self.transform is not None else batch
 
     def __iter__(self):
+        # One pass at a time: two open passes would share the sampler's id
+        # map and captured graphs, the dynamic cache and group staging, and
+        # with prefetch their producers run on unordered streams (wrong ids,
+        # or rows staged by the other pass). Closing the open one stops its
+        # producer (its generator's finally: drain, join, fence).
+        open_pass = self._open_pass() if self._open_pass is not None else None
+        if open_pass is not None:
+            open_pass.close()
+        epoch = self._pass()
+        self._open_pass = weakref.ref(epoch)
+        return epoch
+
+    def _pass(self):
         if self.times.batches:
             self.stats_history.append(self.stats)
             self.times.reset()
