@@ -446,3 +446,58 @@ def test_sampler_checks_its_seeds():
     with pytest.raises(ValueError, match="holds node id 300"):  # through PyG's NodeLoader
         list(NodeLoader(data, PyGSampler(data, [2], device="cpu"), input_nodes=torch.tensor([300]),
                         batch_size=1))
+
+
+def test_calls_run_with_their_tensors_gpu_current(monkeypatch):
+    # Triton launches on the current GPU's stream: a call on cuda:1 tensors
+    # while cuda:0 is current must switch to cuda:1 for its duration (checked
+    # here with CUDA's device calls recorded, so it runs without two GPUs)
+    import contextlib
+    import types
+    from tritongnn.kernels import _launch
+    entered = []
+
+    @contextlib.contextmanager
+    def device(d):
+        entered.append(torch.device(d))
+        yield
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device", device)
+
+    @_launch.on_device_of("where")
+    def call(value, where=None):
+        return value
+
+    assert call(1, where=types.SimpleNamespace(device=torch.device("cuda", 1))) == 1  # a tensor, a sampler
+    call(2, where="cuda:1")                                    # a device= argument
+    call(3, torch.device("cuda", 1))
+    call(4, where=types.SimpleNamespace(device=torch.device("cuda", 0)))  # current already
+    call(5, where="cpu")
+    call(6, where="cuda:7")                                    # no such GPU: the call's own checks say so
+    call(7, where=True)                                        # not a device
+    call(8)
+    assert entered == [torch.device("cuda", 1)] * 3
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_loader_on_a_gpu_that_is_not_current(prefetch):
+    # built and iterated on cuda:1 while cuda:0 is current: the same batches
+    # as with cuda:1 current throughout
+    data = random_data(num_nodes=5000, num_edges=100_000, edge_attr=True)
+
+    def epoch():
+        loader = NeighborLoader(data, [5, 4], batch_size=256, shuffle=True, seed=9, device="cuda:1",
+                                placement="host", cache_budget=200_000, dynamic_cache=True, prefetch=prefetch)
+        return [b for b in loader]
+
+    with torch.cuda.device(0):
+        other = epoch()
+    with torch.cuda.device(1):
+        base = epoch()
+    assert len(base) == len(other)
+    for a, b in zip(base, other):
+        for key in ("n_id", "edge_index", "x", "e_id", "edge_attr", "y"):
+            assert torch.equal(a[key], b[key]), key

@@ -204,7 +204,7 @@ class DynamicCache:
             self.score.index_add_(0, index, missed.to(torch.float32) * self._scale)
             if self._cuda:
                 event = torch.cuda.Event()
-                event.record()
+                event.record(torch.cuda.current_stream(self.device))  # this GPU's, whichever is current
                 self._scored = [self._scored[1], event]
         return served
 
@@ -296,7 +296,7 @@ class DynamicCache:
             host = torch.empty(2, dtype=torch.int64, pin_memory=True)
             host.copy_(counts, non_blocking=True)
             ready = torch.cuda.Event()
-            ready.record()
+            ready.record(torch.cuda.current_stream(self.device))
             self._snapshot, self._committed = (host, ready), ready
         else:
             self._snapshot = (counts, None)

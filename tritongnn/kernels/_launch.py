@@ -9,6 +9,8 @@ the CPU path of the loader.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import os
 
 import torch
@@ -35,6 +37,42 @@ def reference_on_cpu():
         yield
     finally:
         _force_reference = previous
+
+
+def _device_of(value) -> torch.device | None:
+    if isinstance(value, torch.device):
+        return value
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        try:
+            return torch.device(value)
+        except (RuntimeError, TypeError, ValueError):
+            return None  # the call's own checks name a bad value
+    device = getattr(value, "device", None)
+    return device if isinstance(device, torch.device) else None
+
+
+def on_device_of(name: str):
+    """Decorator: run the call with the CUDA device of its argument ``name``
+    (a tensor, an object with a ``device``, e.g. ``self``, or a device as
+    ``torch.device``, str or int, e.g. a ``device=`` argument) made current.
+    Triton launches on the current device's current stream, not on the
+    device its tensors live on: a call on ``cuda:1`` tensors while ``cuda:0``
+    is current would run unordered with the torch work on ``cuda:1`` that
+    wrote its inputs. A no-op when that device is already current (one
+    ``current_device`` query) and off CUDA."""
+    def wrap(fn):
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            device = _device_of(signature.bind_partial(*args, **kwargs).arguments.get(name))
+            if device is not None and device.type == "cuda" and device.index is not None \
+                    and device.index < torch.cuda.device_count() and device.index != torch.cuda.current_device():
+                with torch.cuda.device(device):
+                    return fn(*args, **kwargs)
+            return fn(*args, **kwargs)
+        return call
+    return wrap
 
 
 def interpreted_block(block: int, interpreted: int) -> int:

@@ -43,7 +43,7 @@ import triton
 import triton.language as tl
 
 from . import reference
-from ._launch import host_list, interpreted_block, next_power_of_2, use_triton
+from ._launch import host_list, interpreted_block, next_power_of_2, on_device_of, use_triton
 
 
 # the feature dtypes the kernels take (they accumulate in float32: no float64)
@@ -348,6 +348,7 @@ class _Aggregate(torch.autograd.Function):
         return grad_x, None, None, None, None, grad_weight
 
 
+@on_device_of("x")
 def aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_dst: int, reduce: str = "sum",
               edge_weight: torch.Tensor | None = None) -> torch.Tensor:
     """Sum or mean of ``edge_weight * x[edge_index[0]]`` per destination

@@ -69,7 +69,7 @@ import triton.language as tl
 
 from . import reference
 from .._checks import check_ids_in_range
-from ._launch import check_readable, interpreted_block, next_power_of_2, use_triton
+from ._launch import check_readable, interpreted_block, next_power_of_2, on_device_of, use_triton
 
 
 @triton.jit(do_not_specialize=["n", "num_hot", "num_blocks"])
@@ -293,6 +293,7 @@ def _widens(stored: torch.dtype, out: torch.dtype) -> bool:
     return out == stored or (stored.is_floating_point and out.is_floating_point and out.itemsize > stored.itemsize)
 
 
+@on_device_of("ids")
 def gather_rows(
     table: torch.Tensor,
     ids: torch.Tensor,

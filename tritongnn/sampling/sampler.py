@@ -52,7 +52,7 @@ from ..graph import CSCGraph
 from ..kernels import IdMap, draw_seeds, sample_neighbors
 from ..kernels.id_map import DirectTable, direct_fits
 from ..kernels.sample import MAX_FANOUT, check_method
-from ..kernels._launch import host_list, on_device, use_triton
+from ..kernels._launch import host_list, on_device, on_device_of, use_triton
 
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
 # keys of the id map a captured graph owns (a hash map: <= 2^24 slots, 256
@@ -325,6 +325,7 @@ class NeighborSampler:
         if not on_device(seeds, self.device):
             raise ValueError(f"{name} lives on {seeds.device}, the sampler on {self.device}")
 
+    @on_device_of("self")
     def sample(self, seeds: torch.Tensor, generator: torch.Generator | None = None,
                validate: bool = True) -> SamplerOutput:
         """Sample around ``seeds`` (``[B]`` int64 on ``device``, ids in range;
@@ -363,6 +364,7 @@ class NeighborSampler:
                              num_sampled_nodes=[seeds.numel()] + num_new,
                              num_sampled_edges=num_edges)
 
+    @on_device_of("self")
     def sample_many(self, seeds_list, generator: torch.Generator | None = None,
                     validate: bool = True) -> list[SamplerOutput]:
         """Sample K batches in one pass (a super-batch); the same outputs, bit
