@@ -59,13 +59,15 @@ def on_device_of(name: str):
     device its tensors live on: a call on ``cuda:1`` tensors while ``cuda:0``
     is current would run unordered with the torch work on ``cuda:1`` that
     wrote its inputs. A no-op when that device is already current (one
-    ``current_device`` query) and off CUDA."""
+    ``current_device`` query) and off CUDA. Every public entry point that
+    launches kernels carries it (``tritongnn.kernels``' functions, ``IdMap``,
+    ``NeighborSampler``, whose CUDA graphs replay on the current device)."""
     def wrap(fn):
-        signature = inspect.signature(fn)
+        position = list(inspect.signature(fn).parameters).index(name)  # found once: calls stay cheap
 
         @functools.wraps(fn)
         def call(*args, **kwargs):
-            device = _device_of(signature.bind_partial(*args, **kwargs).arguments.get(name))
+            device = _device_of(args[position] if len(args) > position else kwargs.get(name))
             if device is not None and device.type == "cuda" and device.index is not None \
                     and device.index < torch.cuda.device_count() and device.index != torch.cuda.current_device():
                 with torch.cuda.device(device):

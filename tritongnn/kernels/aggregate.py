@@ -151,6 +151,7 @@ def _grid(num_segments: int, width: int, settings: dict):
     return (triton.cdiv(num_segments, settings["SEGS"]), triton.cdiv(width, settings["BLOCK_D"]))
 
 
+@on_device_of("x")
 def segment_sum(x: torch.Tensor, indptr: torch.Tensor, index: torch.Tensor,
                 weight: torch.Tensor | None = None, mean: bool = False) -> torch.Tensor:
     """``out[s] = sum_{e in segment s} weight[e] * x[index[e]]``, divided by

@@ -60,7 +60,7 @@ import triton
 import triton.language as tl
 
 from . import reference
-from ._launch import check_dense_index, interpreted_block, use_triton
+from ._launch import check_dense_index, interpreted_block, on_device_of, use_triton
 from .outputs import ClassifiedFrontier
 
 
@@ -261,6 +261,7 @@ def _block_size(block: int | None) -> int:
     return block
 
 
+@on_device_of("values")
 def prefix_sum(values: torch.Tensor, block: int | None = None) -> torch.Tensor:
     """Inclusive prefix sum of int64 ``values``, atomic-free, any length:
     block-local ``tl.cumsum``, a scan of the block sums, the carries added back.
@@ -298,6 +299,7 @@ def prefix_sum(values: torch.Tensor, block: int | None = None) -> torch.Tensor:
     return out
 
 
+@on_device_of("frontier")
 def classify_frontier(
     indptr: torch.Tensor,
     frontier: torch.Tensor,

@@ -71,7 +71,7 @@ import triton.language as tl
 
 from . import reference
 from .outputs import MappedHop
-from ._launch import next_power_of_2, on_device, use_triton
+from ._launch import next_power_of_2, on_device, on_device_of, use_triton
 
 _NO_MATCH = -3        # a compare value no key equals: lanes that are done CAS with it (a no-op)
 _ROW = 4              # words per slot: key, stamp, local id, unused (a row within one 32 B sector)
@@ -355,6 +355,7 @@ class IdMap:
             return torch.empty(bound, dtype=torch.int64, device=self.device)
         return empty
 
+    @on_device_of("self")
     def start(self, seeds: torch.Tensor, seeds_batch: torch.Tensor | None = None) -> torch.Tensor:
         """Reset the map and insert the seeds; seed ``i`` of a sub-batch takes
         local id ``i`` (a repeated seed keeps its own slot in ``n_id``; later
@@ -441,6 +442,7 @@ class IdMap:
                 DIRECT=self.direct is not None, BLOCK=1024)
         return slot
 
+    @on_device_of("self")
     def insert(self, cand: torch.Tensor, num_cand: torch.Tensor,
                cand_batch: torch.Tensor | None = None, cand_ptr: torch.Tensor | None = None) -> MappedHop:
         """Map one hop's sampled neighbours to local ids, adding new nodes.

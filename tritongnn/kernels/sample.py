@@ -63,7 +63,7 @@ import triton.language as tl
 from . import reference
 from .classify import _load_tiered, classify_frontier
 from .outputs import HopSample
-from ._launch import check_dense_index, check_readable, interpreted_block, next_power_of_2, use_triton
+from ._launch import check_dense_index, check_readable, interpreted_block, next_power_of_2, on_device_of, use_triton
 
 
 @triton.jit
@@ -249,6 +249,7 @@ def _check_batches(frontier, frontier_batch, batch_ptr, seed, device):
     return num_batches
 
 
+@on_device_of("frontier")
 def sample_neighbors(
     indptr: torch.Tensor,
     indices: torch.Tensor,

@@ -46,7 +46,6 @@ from ..cache.reuse import BatchReuse, GroupReuse
 from ..graph import CSCGraph
 from ..host_memory import HostGroup, SharedHostArrays, as_pinned, pinned_empty
 from ..kernels import gather_rows
-from ..kernels._launch import on_device_of
 from ..kernels.aggregate import mark_sorted_by_dst
 from ..kernels.sample import METHODS as SAMPLE_METHODS
 from .sampler import NeighborSampler, check_num_neighbors
@@ -246,7 +245,6 @@ class NeighborLoader:
         ...     out = model(batch.x, batch.edge_index)[:batch.batch_size]
     """
 
-    @on_device_of("device")  # its caches are built by Triton kernels, which launch on the current GPU
     def __init__(self, data, num_neighbors, input_nodes=None, input_time=None,
                  replace: bool = False, *, batch_size: int = 1, shuffle: bool = False,
                  drop_last: bool = False, transform=None, device=None, placement: str = "device",
@@ -905,26 +903,10 @@ class NeighborLoader:
         if self.cache is not None and self.cache.dynamic is not None:
             self.cache.dynamic.new_epoch()
         batches = self._epoch_batches()
-        if self.device.type != "cuda":
+        if self.device.type != "cuda" or self.prefetch == 0:
             yield from self.times.consumer(self._batches(batches))
             return
-        if self.prefetch == 0:
-            yield from self.times.consumer(self._on_own_device(self._batches(batches)))
-            return
         yield from self.times.consumer(_Prefetcher(self, batches))
-
-    def _on_own_device(self, batches):
-        """Each of ``batches``' steps with the loader's GPU current (Triton
-        launches on the current device's stream); between batches the
-        caller's device is current again. The prefetcher's thread sets it
-        once instead."""
-        while True:
-            with torch.cuda.device(self.device):
-                try:
-                    batch = next(batches)
-                except StopIteration:
-                    return
-            yield batch
 
     def __repr__(self) -> str:
         ranks = f", rank={self.rank}, world_size={self.world_size}" if self.world_size > 1 else ""

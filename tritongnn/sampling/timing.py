@@ -24,6 +24,7 @@ class StageTimes:
     """Per-epoch stage times of one loader (``as_dict`` for the numbers)."""
 
     def __init__(self, device: torch.device):
+        self.device = device
         self.cuda = device.type == "cuda"
         self.reset()
 
@@ -34,10 +35,10 @@ class StageTimes:
         self._marks: list[tuple] = []  # (start, sampled, gather start, gathered, share) per batch not yet summed
 
     def mark(self):
-        """A point in the current stream's work (an event) or in wall time."""
+        """A point in the work of the loader's GPU's current stream (an event) or in wall time."""
         if self.cuda:
             event = torch.cuda.Event(enable_timing=True)
-            event.record()
+            event.record(torch.cuda.current_stream(self.device))  # the loader's GPU, whichever is current
             return event
         return time.perf_counter()
 
