@@ -174,6 +174,8 @@ def parse_args():
     p.add_argument("--acc-steps", type=int, default=60)
     p.add_argument("--acc-val", type=int, default=20_000)
     p.add_argument("--acc-seeds", type=int, default=3)
+    p.add_argument("--acc-loaders", nargs="+", choices=["tritongnn", "pyg"], default=["tritongnn", "pyg"],
+                   help="the accuracy part's loaders (a call too short for both runs one)")
     p.add_argument("--scaling-batch-sizes", type=int, nargs="*", default=[4000, 8000, 12000])
     p.add_argument("--scaling-fanouts", nargs="*", default=["10,5", "15,10,5", "10,10,5,5"])
     p.add_argument("--scaling-budgets-gb", type=float, nargs="*", default=[8, 16, 24, 32, 48])
@@ -749,12 +751,12 @@ def accuracy(args, data, sampler, graph, device, emit):
     val = graph["val"][:args.acc_val]
     # the batches do not depend on the cache: ours reads everything through UVA here
     loaders = {}
-    for dtype in dict.fromkeys([args.feature_dtype] + ([args.host_feature_dtype] if args.host_feature_dtype else [])):
+    for dtype in [] if "tritongnn" not in args.acc_loaders else dict.fromkeys([args.feature_dtype] + ([args.host_feature_dtype] if args.host_feature_dtype else [])):
         name = "tritongnn" + (f", {dtype} features" if dtype else "")
         loaders[name] = lambda seed, nodes, shuffle, dtype=dtype: NeighborLoader(
             data, args.num_neighbors, input_nodes=nodes, batch_size=args.batch_size, shuffle=shuffle, seed=seed,
             device=device, placement="host", feature_dtype=feature_dtype(dtype))
-    if sampler is not None:
+    if sampler is not None and "pyg" in args.acc_loaders:
         workers = max(args.pyg_workers)
         loaders["pyg"] = lambda seed, nodes, shuffle: pyg_loader(
             data, sampler, args, nodes, shuffle, num_workers=workers,
@@ -775,6 +777,9 @@ def accuracy(args, data, sampler, graph, device, emit):
                     if done == args.acc_steps:
                         break
             scores.append(evaluate(model, make(seed, val, False), device, val.numel()))
+            # each seed as it ends: a call cut short keeps the seeds it finished
+            print(f"accuracy  {name}, seed {seed}: {scores[-1]:.4f} ({time.perf_counter() - start:.0f} s)",
+                  flush=True)
         mean, std = float(np.mean(scores)), float(np.std(scores))
         emit(dict(part="accuracy", model="sage", name=f"{name}: val accuracy {mean:.4f} +- {std:.4f}",
                   epoch_seconds=float("nan"), accuracy=scores, mean=mean, std=std, steps=args.acc_steps,
