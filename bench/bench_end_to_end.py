@@ -962,16 +962,18 @@ def plot(csv_path, rows, path):
 
 def plot_ablation(csv_path, rows, path):
     """Seconds per epoch of GraphSAGE: PyG's loader (default and best) and
-    each ablation step at each budget, from the latest record of the CSV
-    (else this run's; one record: its ratios were measured together), on a
-    log scale."""
+    each ablation step at each budget, from the runs of the commit of the
+    CSV's newest ablation row (an ablation too long for one call runs as
+    several: each row's ratios were measured in its own run), else this
+    run's, on a log scale."""
     plt, rows = _plotting(csv_path, rows)
     rows = [r for r in rows if r.get("model") == "sage" and r.get("part") in ("pyg", "ablation")]
-    newest = max((str(r.get("date")) for r in rows), default=None)
+    ablation = [r for r in rows if r["part"] == "ablation"]
+    commit = max(ablation, key=lambda r: str(r.get("date")))["commit"] if ablation else None
     latest = {}
-    for r in rows:
-        if str(r.get("date")) == newest:
-            latest[r["part"], r["name"]] = r
+    for r in sorted((r for r in rows if r.get("commit") == commit), key=lambda r: str(r.get("date"))):
+        latest[r["part"], r["name"]] = r  # a later run of the commit replaces a row it ran again
+    newest = ", ".join(sorted({str(r.get("date"))[:16] for r in latest.values()}))
     pyg = [r for (part, _), r in latest.items() if part == "pyg"]
     shown = []
     if pyg:
