@@ -279,25 +279,35 @@ def test_feature_dtype_batches_hold_the_rounded_features(device, feature_dtype):
     assert torch.equal(data.x, before)
 
 
-def test_feature_dtype_past_its_range_is_refused():
+def test_feature_dtype_past_its_range_is_refused(device):
     # rows wide enough that the conversion runs in several chunks, the bad
     # value past the first: the error names its row; inf and NaN that data.x
-    # already holds are kept, not refused
+    # already holds are kept, not refused (on a GPU the chunks are converted
+    # there, from the user's CPU tensor, host storage and GPU storage alike)
     data = random_data(num_nodes=40, num_edges=200)
     data.x = torch.randn(40, 1 << 20, generator=torch.Generator().manual_seed(0))
     data.x[3, 5], data.x[4, 6], data.x[5, 7] = float("inf"), float("-inf"), float("nan")
     data.x[2, 9] = 65519.0  # rounds to float16's largest, 65504
-    loader = NeighborLoader(data, [3], batch_size=40, feature_dtype=torch.float16)
-    batch = next(iter(loader))
-    x = batch.x[torch.argsort(batch.n_id)]
-    assert x[3, 5] == float("inf") and x[4, 6] == float("-inf") and x[5, 7].isnan() and x[2, 9] == 65504.0
+    placements = ["device", "host"] if device.type == "cuda" else ["device"]
+    for placement in placements:
+        loader = NeighborLoader(data, [3], batch_size=40, feature_dtype=torch.float16, device=device,
+                                placement=placement)
+        batch = next(iter(loader))
+        x = batch.x[torch.argsort(batch.n_id)].cpu()
+        assert x[3, 5] == float("inf") and x[4, 6] == float("-inf") and x[5, 7].isnan() and x[2, 9] == 65504.0
+        want = data.x.to(torch.float16)  # every chunk converted, as the CPU rounds
+        assert torch.equal(loader.x.cpu().view(torch.int16), want.view(torch.int16)), placement
+    before = data.x.clone()
     data.x[33, 1000] = 65520.0  # past float16's range; bfloat16 holds it
-    with pytest.raises(ValueError, match=r"row 33 has values past its range.*pass torch.bfloat16"):
-        NeighborLoader(data, [3], batch_size=8, feature_dtype=torch.float16)
-    NeighborLoader(data, [3], batch_size=8, feature_dtype=torch.bfloat16)
+    for placement in placements:
+        with pytest.raises(ValueError, match=r"row 33 has values past its range.*pass torch.bfloat16"):
+            NeighborLoader(data, [3], batch_size=8, feature_dtype=torch.float16, device=device, placement=placement)
+        NeighborLoader(data, [3], batch_size=8, feature_dtype=torch.bfloat16, device=device, placement=placement)
     data.x[33, 1000] = 3.4e38  # past bfloat16's too: no dtype to suggest but None
     with pytest.raises(ValueError, match=r"row 33 .*; pass None"):
-        NeighborLoader(data, [3], batch_size=8, feature_dtype=torch.bfloat16)
+        NeighborLoader(data, [3], batch_size=8, feature_dtype=torch.bfloat16, device=device)
+    before[33, 1000] = 3.4e38
+    assert torch.equal(data.x.view(torch.int32), before.view(torch.int32))  # the user's x untouched
 
 
 def test_feature_dtype_needs_floating_features():
