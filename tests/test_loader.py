@@ -1,5 +1,6 @@
 """NeighborLoader: batch invariants, PyG's batch contract, trimming, accuracy,
 reproducibility and bad input."""
+import contextlib
 import warnings
 
 import pytest
@@ -346,6 +347,61 @@ def test_a_new_pass_ends_the_open_one(device, prefetch):
             assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
             assert torch.equal(a.x, b.x)
     assert list(zip(overlapped, overlapped)) == []  # the second iter() ended the first before it began
+
+
+def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch):
+    # a loop may run its model under a stream of its own (torch.cuda.stream):
+    # each prefetched batch's ready event is waited for on the stream current
+    # when the batch is asked for, not the one current when the pass began;
+    # when the pass ends both wait for the producer's streams. CUDA's stream
+    # calls are recorded (this runs on CPU too)
+    from tritongnn.sampling.loader import _Prefetcher
+
+    class Stream:
+        def __init__(self, name):
+            self.name, self.waited = name, []
+
+        def wait_event(self, event):
+            self.waited.append(event)
+
+        def wait_stream(self, stream):
+            self.waited.append(stream)
+
+    class Event:
+        def record(self, stream):
+            self.stream = stream
+
+    class Loader:
+        device, prefetch = torch.device("cuda", 0), 2
+
+        def _batches(self, batches, gather_stream):
+            yield from batches
+
+    made = iter([Stream("sampling"), Stream("gather")])
+    current = {"stream": Stream("pass start")}
+    monkeypatch.setattr(torch.cuda, "Stream", lambda device: next(made))
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current["stream"])
+    start = current["stream"]
+    batches = [Data(n_id=torch.arange(3)), Data(n_id=torch.arange(4))]
+    prefetcher = _Prefetcher(Loader(), batches)
+    sampling, gather = prefetcher.stream, prefetcher.gather_stream
+    own = Stream("the loop's")
+    iterator = iter(prefetcher)
+    first = next(iterator)
+    current["stream"] = own  # the loop switches streams between batches
+    second = next(iterator)
+    assert (first.n_id.numel(), second.n_id.numel()) == (3, 4)
+    events = [e for e in start.waited + own.waited if isinstance(e, Event)]
+    assert [e for e in start.waited if isinstance(e, Event)] == events[:1]
+    assert [e for e in own.waited if isinstance(e, Event)] == events[1:]
+    assert all(e.stream is gather for e in events)
+    with pytest.raises(StopIteration):
+        next(iterator)
+    for stream in (start, own):
+        assert stream.waited[-2:] == [sampling, gather], stream.name
 
 
 @pytest.mark.gpu

@@ -982,6 +982,9 @@ class _Prefetcher:
                 if isinstance(item, BaseException):
                     raise item
                 batch, ready = item
+                # the stream current where this batch is asked for: a loop
+                # may step its model under a stream of its own
+                consumer = torch.cuda.current_stream(self.loader.device)
                 consumer.wait_event(ready)
                 for value in batch.to_dict().values():
                     if isinstance(value, torch.Tensor) and value.is_cuda:
@@ -1006,5 +1009,7 @@ class _Prefetcher:
             # early) may still run on its streams: the consumer's stream, which
             # the next epoch's producer waits for first, waits for it, so the
             # next batches cannot overlap it in the sampler's id map and buffers
-            consumer.wait_stream(self.stream)
-            consumer.wait_stream(self.gather_stream)
+            # (and the stream of the last batch asked for, if another)
+            for stream in dict.fromkeys((self.consumer, consumer)):
+                stream.wait_stream(self.stream)
+                stream.wait_stream(self.gather_stream)
