@@ -1,6 +1,8 @@
 """NeighborLoader: batch invariants, PyG's batch contract, trimming, accuracy,
 reproducibility and bad input."""
 import contextlib
+import sys
+import threading
 import warnings
 
 import pytest
@@ -347,6 +349,26 @@ def test_a_new_pass_ends_the_open_one(device, prefetch):
             assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
             assert torch.equal(a.x, b.x)
     assert list(zip(overlapped, overlapped)) == []  # the second iter() ended the first before it began
+
+
+def test_stats_read_while_batches_are_added_count_each_batch_once():
+    # the producer thread adds (and every 64 batches sums) each batch's marks
+    # while the loop may read loader.stats, which sums them too: a batch
+    # summed by both was counted twice (CPU marks; threads switched often)
+    from tritongnn.sampling.timing import StageTimes
+    times, n = StageTimes(torch.device("cpu")), 50_000
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        producer = threading.Thread(target=lambda: [times.add_batch(0.0, 1.0, 0.0, 2.0) for _ in range(n)])
+        producer.start()
+        while producer.is_alive():
+            times.as_dict()
+        producer.join()
+    finally:
+        sys.setswitchinterval(interval)
+    stats = times.as_dict()
+    assert (stats["batches"], stats["sampling_seconds"], stats["gather_seconds"]) == (n, n, 2 * n)
 
 
 def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch):

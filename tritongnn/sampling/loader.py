@@ -622,7 +622,9 @@ class NeighborLoader:
         with ``placement="host"``, the rows and lists read from host memory
         and their bytes (``host_bytes``, dynamic refreshes included), the
         hit rates of the caches and the rows reused from the previous batch.
-        Completed epochs are in ``stats_history``."""
+        Read mid-epoch with ``prefetch``, the loader's counts include the
+        batches prepared ahead of the loop. Completed epochs are in
+        ``stats_history``."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # counts are written on the prefetch stream
         stats = self.times.as_dict()

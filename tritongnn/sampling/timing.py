@@ -13,6 +13,7 @@ epoch takes ``model`` seconds.
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import torch
@@ -26,13 +27,17 @@ class StageTimes:
     def __init__(self, device: torch.device):
         self.device = device
         self.cuda = device.type == "cuda"
+        # the producer thread adds and folds marks while the loop may read
+        # ``loader.stats``: folding the same marks in both double-counted them
+        self._lock = threading.Lock()
         self.reset()
 
     def reset(self) -> None:
-        self.batches = 0
-        self.sampling = self.gather = 0.0  # seconds, completed batches
-        self.model = self.wait = 0.0
-        self._marks: list[tuple] = []  # (start, sampled, gather start, gathered, share) per batch not yet summed
+        with self._lock:
+            self.batches = 0
+            self.sampling = self.gather = 0.0  # seconds, completed batches
+            self.model = self.wait = 0.0
+            self._marks: list[tuple] = []  # (start, sampled, gather start, gathered, share) per batch not yet summed
 
     def mark(self):
         """A point in the work of the loader's GPU's current stream (an event) or in wall time."""
@@ -48,12 +53,15 @@ class StageTimes:
         marks when the two overlap). ``share``: the batch's part of the
         sampling span, ``1 / K`` when K batches were sampled in one pass (a
         super-batch: each of its batches carries the same two marks)."""
-        self.batches += 1
-        self._marks.append((start, sampled, gather_start, gathered, share))
-        if len(self._marks) >= _FOLD_EVERY:
-            self._fold(wait=False)
+        with self._lock:
+            self.batches += 1
+            self._marks.append((start, sampled, gather_start, gathered, share))
+            if len(self._marks) >= _FOLD_EVERY:
+                self._fold(wait=False)
 
     def _fold(self, wait: bool) -> None:
+        """Sum the marks whose work is done (``wait``: all of them); the
+        caller holds the lock."""
         keep = []
         for marks in self._marks:
             start, sampled, gather_start, gathered, share = marks
@@ -86,7 +94,8 @@ class StageTimes:
                 close()
 
     def as_dict(self) -> dict:
-        self._fold(wait=True)
-        return dict(batches=self.batches, sampling_seconds=self.sampling, gather_seconds=self.gather,
-                    model_seconds=self.model, wait_seconds=self.wait,
-                    epoch_seconds=self.model + self.wait)
+        with self._lock:
+            self._fold(wait=True)
+            return dict(batches=self.batches, sampling_seconds=self.sampling, gather_seconds=self.gather,
+                        model_seconds=self.model, wait_seconds=self.wait,
+                        epoch_seconds=self.model + self.wait)
