@@ -3,6 +3,7 @@ reproducibility and bad input."""
 import contextlib
 import sys
 import threading
+import time
 import warnings
 
 import pytest
@@ -394,7 +395,7 @@ def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch):
             self.stream = stream
 
     class Loader:
-        device, prefetch = torch.device("cuda", 0), 2
+        device, prefetch, _streams = torch.device("cuda", 0), 2, None
 
         def _batches(self, batches, gather_stream):
             yield from batches
@@ -461,6 +462,60 @@ def test_leaving_an_epoch_early_is_prompt():
         start = time.perf_counter()
         iterator.close()  # what leaving a for loop early does
         assert time.perf_counter() - start < 0.05
+
+
+def test_captures_run_one_at_a_time_each_on_its_gpus_own_stream(monkeypatch):
+    # a capture takes in whatever any thread launches on its stream:
+    # samplers of two loaders (two producer threads) capture one at a time,
+    # on a stream of their GPU kept for captures (torch.cuda.graph's default
+    # is one stream for the process); CUDA's calls recorded, so this runs on
+    # CPU too
+    from tritongnn.sampling import sampler as sampler_module
+    monkeypatch.setattr(sampler_module, "_capture_streams", {}, raising=False)
+    lock, active, seen = threading.Lock(), [0, 0], []  # captures running now, the most at once
+    local = threading.local()
+
+    @contextlib.contextmanager
+    def graph(cuda_graph, pool=None, stream=None, capture_error_mode="global"):
+        with lock:
+            active[0] += 1
+            active[1] = max(active)
+            seen.append((local.index, stream, capture_error_mode))
+        time.sleep(0.02)
+        yield
+        with lock:
+            active[0] -= 1
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: None)
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+    monkeypatch.setattr(torch.cuda, "Stream", lambda index: ("stream of", index, object()))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: local.index)
+
+    class Sampler:
+        device, num_neighbors = torch.device("cpu"), [3, 2]
+
+        def _new_id_map(self, keys, num_batches):
+            return None
+
+        def _keys_bound(self, batch_size):
+            return batch_size * 9
+
+        def _hops(self, *args):
+            return []
+
+    def capture(index):
+        local.index = index
+        sampler_module._CapturedHops(Sampler(), 8)
+
+    threads = [threading.Thread(target=capture, args=(i % 2,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(seen) == 6 and active[1] == 1  # one capture at a time
+    for index, stream, mode in seen:
+        assert stream[:2] == ("stream of", index) and mode == "relaxed"
+        assert stream is sampler_module._capture_streams[index]  # one per GPU, kept
 
 
 def test_captured_hops_only_where_no_hop_syncs():

@@ -243,3 +243,23 @@ def test_neighbor_sampler_bad_method():
         NeighborSampler(graph, [2], device="cpu", method="gps")
     with pytest.raises(ValueError, match="d_max"):
         NeighborSampler(graph, [2], device="cpu", method="grouped", d_max=100)
+
+
+def test_each_launching_stream_has_its_own_side_stream(monkeypatch):
+    # full nodes run on a side stream: one per stream launching on it, so a
+    # capture on one stream cannot take in another thread's launches on a
+    # shared side stream (CUDA's streams faked: this runs on CPU too)
+    from tritongnn.kernels import sample_grouped
+
+    class Stream:
+        def __init__(self, device):
+            self.device = device
+
+    monkeypatch.setattr(sample_grouped, "_side_streams", {})
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    capture, producer = Stream("cuda:0"), Stream("cuda:0")
+    side = sample_grouped._side_stream(capture)
+    assert sample_grouped._side_stream(capture) is side  # kept
+    other = sample_grouped._side_stream(producer)
+    assert other is not side and other.device == side.device == "cuda:0"
+    assert side not in (capture, producer)

@@ -212,13 +212,18 @@ def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int
     return interpreted_block(block_nodes, max(16, min(1024, 65536 // width))), 4
 
 
-_side_streams: dict[torch.device, torch.cuda.Stream] = {}
+# A side stream per stream launching on it, not per GPU: a CUDA graph capture
+# on one stream takes in whatever lands on its side stream meanwhile, so the
+# eager launches of another thread (another loader's producer) must not
+# share it. Streams are pooled by torch, so this stays small.
+_side_streams: dict[torch.cuda.Stream, torch.cuda.Stream] = {}
 
 
-def _side_stream(device: torch.device) -> torch.cuda.Stream:
-    if device not in _side_streams:
-        _side_streams[device] = torch.cuda.Stream(device)
-    return _side_streams[device]
+def _side_stream(main: torch.cuda.Stream) -> torch.cuda.Stream:
+    side = _side_streams.get(main)
+    if side is None:
+        side = _side_streams.setdefault(main, torch.cuda.Stream(main.device))
+    return side
 
 
 def launch_grouped(indices, hot_indices, frontier_local, classified, num_frontier, src, dst, eid, seed,
@@ -259,7 +264,8 @@ def launch_grouped(indices, hot_indices, frontier_local, classified, num_frontie
     # stream waits for both, so every buffer freed after this call is reused
     # only once the side stream is done with it (no record_stream needed).
     # Inside a CUDA graph capture the fork and join are captured too.
-    main, side = torch.cuda.current_stream(device), _side_stream(device)
+    main = torch.cuda.current_stream(device)
+    side = _side_stream(main)
     side.wait_stream(main)
     with torch.cuda.stream(side):
         run("full", False)

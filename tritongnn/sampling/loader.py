@@ -325,6 +325,7 @@ class NeighborLoader:
         self.rank, self.world_size = resolve_ranks(rank, world_size)
         self.epoch = 0
         self._open_pass = None  # weakref to the open pass's generator (one pass at a time)
+        self._streams = None  # the producer's (sampling, gather) streams: made once, one pass at a time
         self._shards = None
         if self.world_size > 1:
             shuffle_seed = 0 if seed is None else int(seed)
@@ -939,8 +940,13 @@ class _Prefetcher:
         self.loader, self.batches = loader, batches
         self.queue = queue.Queue(maxsize=loader.prefetch)
         self.stop = threading.Event()
-        self.stream = torch.cuda.Stream(loader.device)  # sampling
-        self.gather_stream = torch.cuda.Stream(loader.device)  # gather and assembly
+        # sampling, and gather with assembly: the loader's own two streams,
+        # not two new ones a pass (torch hands streams out round robin from
+        # a pool of 32 per GPU: new ones each pass soon came back as those of
+        # another loader's producer, or of a capture)
+        if loader._streams is None:
+            loader._streams = (torch.cuda.Stream(loader.device), torch.cuda.Stream(loader.device))
+        self.stream, self.gather_stream = loader._streams
         self.consumer = torch.cuda.current_stream(loader.device)
         self.thread = threading.Thread(target=self._produce, daemon=True)
         self.thread.start()

@@ -44,6 +44,8 @@ can drive it too.
 """
 from __future__ import annotations
 
+import threading
+
 import torch
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
@@ -62,6 +64,14 @@ _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffe
 # would otherwise take from the training loop's (one interpreter lock)
 _GRAPH_KEYS_MAX = 1 << 23
 _GRAPHS_MAX = 4  # shapes (batch size, or K and total seeds) with a captured graph, per sampler
+# One capture at a time in the process, on a stream of its GPU that nothing
+# else launches on: a capture takes in whatever any thread launches on its
+# stream, and torch.cuda.graph's default stream is one for the whole process
+# (made on whichever GPU was current first). Two loaders' producers could
+# otherwise capture on it at once (one capture fails, its sampler stays
+# eager), and each other's work would land in the other's graph.
+_CAPTURE_LOCK = threading.Lock()
+_capture_streams: dict[int, torch.cuda.Stream] = {}  # by device index, made under the lock
 
 
 def check_num_neighbors(num_neighbors) -> list[int]:
@@ -124,8 +134,12 @@ class _CapturedHops:
         self.graph = torch.cuda.CUDAGraph()
         # "relaxed": the training thread may call CUDA meanwhile; a sync in
         # the capture still fails it, and the sampler falls back to eager.
-        with torch.cuda.graph(self.graph, capture_error_mode="relaxed"):
-            self.hops = sampler._hops(*args)
+        with _CAPTURE_LOCK:
+            index = torch.cuda.current_device()  # the sampler's (its entry points make it current)
+            if index not in _capture_streams:
+                _capture_streams[index] = torch.cuda.Stream(index)
+            with torch.cuda.graph(self.graph, stream=_capture_streams[index], capture_error_mode="relaxed"):
+                self.hops = sampler._hops(*args)
 
     def replay(self, seeds: torch.Tensor, rng: torch.Tensor, seeds_batch: torch.Tensor | None = None,
                batch_ptr: torch.Tensor | None = None):
