@@ -4,6 +4,7 @@ profiles, and the devices every kernel test runs on.
 ``TRITON_INTERPRET`` must be set before any kernel module is imported, so it is
 set here, at collection, before the tests import tritongnn.
 """
+import collections
 import os
 
 import torch
@@ -31,3 +32,54 @@ CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
 def device(request):
     """Kernel tests run on the CPU (interpreter in CI) and on the GPU (compiled)."""
     return torch.device(request.param)
+
+
+class FakeStream:
+    """A stand-in for ``torch.cuda.Stream`` on machines without a GPU: a
+    handle on a device, equal and hashed by both as torch's streams are, and
+    the waits asked of it recorded."""
+
+    def __init__(self, device, handle, name=""):
+        self.device, self.cuda_stream, self.name = torch.device(device), handle, name
+        self.waited = []
+
+    def __eq__(self, other):
+        return isinstance(other, FakeStream) and (self.cuda_stream, self.device) == (other.cuda_stream, other.device)
+
+    def __hash__(self):
+        return hash((self.cuda_stream, self.device))
+
+    def wait_event(self, event):
+        self.waited.append(event)
+
+    def wait_stream(self, stream):
+        self.waited.append(stream)
+
+
+@pytest.fixture
+def stream_pool(monkeypatch):
+    """``torch.cuda.Stream`` handing streams out round robin from a pool of
+    ``stream_pool.size`` per device, as torch does from 32 (a fresh Python
+    object each time), with tritongnn's registries of streams emptied."""
+    from tritongnn.kernels import _launch, sample_grouped
+    from tritongnn.sampling import sampler
+
+    class Pool:
+        size = 4
+
+        def __init__(self):
+            self.drawn = collections.Counter()
+
+        def __call__(self, device=None, priority=0):
+            device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+            n = self.drawn[device.index]
+            self.drawn[device.index] += 1
+            return FakeStream(device, 1000 * (device.index or 0) + n % self.size)
+
+    pool = Pool()
+    monkeypatch.setattr(torch.cuda, "Stream", pool)
+    monkeypatch.setattr(_launch, "_reserved", set())
+    monkeypatch.setattr(_launch, "_alive", collections.Counter())
+    monkeypatch.setattr(sample_grouped, "_side_streams", {})
+    monkeypatch.setattr(sampler, "_capture_streams", {})
+    return pool

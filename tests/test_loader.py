@@ -1,7 +1,6 @@
 """NeighborLoader: batch invariants, PyG's batch contract, trimming, accuracy,
 reproducibility and bad input."""
 import contextlib
-import sys
 import threading
 import time
 import warnings
@@ -13,6 +12,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 from torch_geometric.nn import GAT, GCN, GraphSAGE
 
+from conftest import FakeStream
 from tritongnn import NeighborLoader, PyGSampler
 from tritongnn.kernels._launch import reference_on_cpu
 
@@ -352,43 +352,47 @@ def test_a_new_pass_ends_the_open_one(device, prefetch):
     assert list(zip(overlapped, overlapped)) == []  # the second iter() ended the first before it began
 
 
-def test_stats_read_while_batches_are_added_count_each_batch_once():
-    # the producer thread adds (and every 64 batches sums) each batch's marks
-    # while the loop may read loader.stats, which sums them too: a batch
-    # summed by both was counted twice (CPU marks; threads switched often)
-    from tritongnn.sampling.timing import StageTimes
-    times, n = StageTimes(torch.device("cpu")), 50_000
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        producer = threading.Thread(target=lambda: [times.add_batch(0.0, 1.0, 0.0, 2.0) for _ in range(n)])
-        producer.start()
-        while producer.is_alive():
-            times.as_dict()
-        producer.join()
-    finally:
-        sys.setswitchinterval(interval)
+def test_stats_read_while_the_producer_sums_count_each_batch_once():
+    # the producer thread sums its batches' marks every 64 batches while the
+    # loop may read loader.stats, which sums them too: a mark summed by both
+    # was counted twice. The producer's sum is held inside its first mark
+    # until the loop's read has begun (or 0.3 s, when the read waits for it)
+    from tritongnn.sampling.timing import _FOLD_EVERY, StageTimes
+    times = StageTimes(torch.device("cpu"))
+    summing, read_started = threading.Event(), threading.Event()
+
+    class Mark(float):  # a sampling end mark: 1 s after the start
+        def __sub__(self, start):
+            if threading.current_thread() is producer:
+                summing.set()
+                read_started.wait(0.3)
+            return 1.0
+
+    def produce():
+        for _ in range(_FOLD_EVERY):  # the last one sums all
+            times.add_batch(0.0, Mark(1.0), 0.0, 2.0)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    assert summing.wait(10)
+    reader = threading.Thread(target=times.as_dict)
+    reader.start()
+    read_started.set()
+    producer.join()
+    reader.join()
     stats = times.as_dict()
-    assert (stats["batches"], stats["sampling_seconds"], stats["gather_seconds"]) == (n, n, 2 * n)
+    assert (stats["batches"], stats["sampling_seconds"], stats["gather_seconds"]) == \
+        (_FOLD_EVERY, _FOLD_EVERY, 2 * _FOLD_EVERY)
 
 
-def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch):
+def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch, stream_pool):
     # a loop may run its model under a stream of its own (torch.cuda.stream):
     # each prefetched batch's ready event is waited for on the stream current
     # when the batch is asked for, not the one current when the pass began;
-    # when the pass ends both wait for the producer's streams. CUDA's stream
-    # calls are recorded (this runs on CPU too)
+    # when the pass ends both wait for the producer's streams, which are the
+    # loader's own, made once (not two a pass). CUDA's stream calls are faked
+    # (this runs on CPU too)
     from tritongnn.sampling.loader import _Prefetcher
-
-    class Stream:
-        def __init__(self, name):
-            self.name, self.waited = name, []
-
-        def wait_event(self, event):
-            self.waited.append(event)
-
-        def wait_stream(self, stream):
-            self.waited.append(stream)
 
     class Event:
         def record(self, stream):
@@ -400,18 +404,16 @@ def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch):
         def _batches(self, batches, gather_stream):
             yield from batches
 
-    made = iter([Stream("sampling"), Stream("gather")])
-    current = {"stream": Stream("pass start")}
-    monkeypatch.setattr(torch.cuda, "Stream", lambda device: next(made))
+    start, own = FakeStream("cuda:0", -1, "pass start"), FakeStream("cuda:0", -2, "the loop's")
+    current = {"stream": start}
     monkeypatch.setattr(torch.cuda, "Event", Event)
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
     monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current["stream"])
-    start = current["stream"]
+    loader = Loader()
     batches = [Data(n_id=torch.arange(3)), Data(n_id=torch.arange(4))]
-    prefetcher = _Prefetcher(Loader(), batches)
+    prefetcher = _Prefetcher(loader, batches)
     sampling, gather = prefetcher.stream, prefetcher.gather_stream
-    own = Stream("the loop's")
     iterator = iter(prefetcher)
     first = next(iterator)
     current["stream"] = own  # the loop switches streams between batches
@@ -425,6 +427,32 @@ def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch):
         next(iterator)
     for stream in (start, own):
         assert stream.waited[-2:] == [sampling, gather], stream.name
+    drawn = stream_pool.drawn[0]
+    again = _Prefetcher(loader, batches)  # the next pass: the same two streams
+    assert (again.stream, again.gather_stream) == (sampling, gather) and stream_pool.drawn[0] == drawn == 2
+    assert len(list(again)) == 2
+
+
+def test_streams_kept_for_captures_are_never_drawn_again(stream_pool):
+    # torch hands streams out round robin from a pool (4 here, 32 per GPU in
+    # torch): a stream reserved for captures is never handed to another
+    # stream of ours, and is not drawn as one of ours still alive
+    import gc
+    from tritongnn.kernels._launch import new_stream, reserved
+    ours = [new_stream("cuda:0"), new_stream("cuda:0")]  # handles 0, 1
+    capture = new_stream("cuda:0", reserve=True)  # 2: not 0 or 1, which are alive
+    assert capture.cuda_stream == 2 and reserved(capture) and not any(reserved(s) for s in ours)
+    later = [new_stream("cuda:0") for _ in range(8)]  # the pool goes round: never 2
+    assert 2 not in {s.cuda_stream for s in later}
+    del ours, later
+    gc.collect()  # none of ours alive: a reserve draw may take any free handle
+    side = new_stream("cuda:0", reserve=True)
+    assert side.cuda_stream != 2 and reserved(side)
+    alive = [new_stream("cuda:0") for _ in range(2)]  # the two handles left
+    assert {s.cuda_stream for s in alive} == set(range(4)) - {capture.cuda_stream, side.cuda_stream}
+    with pytest.raises(RuntimeError, match="no CUDA stream of cuda:0 is free"):
+        new_stream("cuda:0", reserve=True)  # every handle reserved or alive
+    assert new_stream("cuda:1").device == torch.device("cuda", 1)  # another GPU, another pool
 
 
 @pytest.mark.gpu
@@ -464,31 +492,52 @@ def test_leaving_an_epoch_early_is_prompt():
         assert time.perf_counter() - start < 0.05
 
 
-def test_captures_run_one_at_a_time_each_on_its_gpus_own_stream(monkeypatch):
+def test_captures_run_one_at_a_time_each_on_its_gpus_own_stream(monkeypatch, stream_pool):
     # a capture takes in whatever any thread launches on its stream:
     # samplers of two loaders (two producer threads) capture one at a time,
-    # on a stream of their GPU kept for captures (torch.cuda.graph's default
-    # is one stream for the process); CUDA's calls recorded, so this runs on
-    # CPU too
+    # on a stream of their GPU reserved for captures (torch.cuda.graph's
+    # default is one stream for the process), and a capture that fails puts
+    # the caller's stream back (torch's graph exit raises before it leaves its
+    # stream). CUDA's calls faked, so this runs on CPU too
+    from tritongnn.kernels._launch import reserved
     from tritongnn.sampling import sampler as sampler_module
-    monkeypatch.setattr(sampler_module, "_capture_streams", {}, raising=False)
     lock, active, seen = threading.Lock(), [0, 0], []  # captures running now, the most at once
-    local = threading.local()
+    local = threading.local()  # each thread's GPU and current stream
 
-    @contextlib.contextmanager
-    def graph(cuda_graph, pool=None, stream=None, capture_error_mode="global"):
-        with lock:
-            active[0] += 1
-            active[1] = max(active)
-            seen.append((local.index, stream, capture_error_mode))
-        time.sleep(0.02)
-        yield
-        with lock:
-            active[0] -= 1
+    class stream:  # as torch.cuda.stream: the previous stream back on exit (only there)
+        def __init__(self, s):
+            self.s = s
+
+        def __enter__(self):
+            self.previous, local.stream = local.stream, self.s
+
+        def __exit__(self, *exc):
+            local.stream = self.previous
+
+    class graph:  # as torch.cuda.graph: its stream entered, the capture ended (may raise), then left
+        def __init__(self, cuda_graph, pool=None, stream=None, capture_error_mode="global"):
+            self.stream, self.mode = stream, capture_error_mode
+
+        def __enter__(self):
+            with lock:
+                active[0] += 1
+                active[1] = max(active)
+                seen.append((local.index, self.stream, self.mode))
+            self.context = stream(self.stream)
+            self.context.__enter__()
+            time.sleep(0.02)
+
+        def __exit__(self, *exc):
+            with lock:
+                active[0] -= 1
+            if local.fail:
+                raise RuntimeError("operation not permitted when stream is capturing")
+            self.context.__exit__(None, None, None)
 
     monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: None)
     monkeypatch.setattr(torch.cuda, "graph", graph)
-    monkeypatch.setattr(torch.cuda, "Stream", lambda index: ("stream of", index, object()))
+    monkeypatch.setattr(torch.cuda, "stream", stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: local.stream)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: local.index)
 
     class Sampler:
@@ -503,19 +552,27 @@ def test_captures_run_one_at_a_time_each_on_its_gpus_own_stream(monkeypatch):
         def _hops(self, *args):
             return []
 
-    def capture(index):
-        local.index = index
-        sampler_module._CapturedHops(Sampler(), 8)
+    after = {}
 
-    threads = [threading.Thread(target=capture, args=(i % 2,)) for i in range(6)]
+    def capture(i):
+        local.index, local.fail = i % 2, i == 4
+        local.stream = caller = FakeStream(f"cuda:{local.index}", -1 - i, "the producer's")
+        try:
+            sampler_module._CapturedHops(Sampler(), 8)
+        except RuntimeError:
+            pass
+        after[i] = local.stream is caller
+
+    threads = [threading.Thread(target=capture, args=(i,)) for i in range(6)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert len(seen) == 6 and active[1] == 1  # one capture at a time
-    for index, stream, mode in seen:
-        assert stream[:2] == ("stream of", index) and mode == "relaxed"
-        assert stream is sampler_module._capture_streams[index]  # one per GPU, kept
+    assert after == {i: True for i in range(6)}  # the caller's stream back, the failed capture's too
+    for index, kept, mode in seen:
+        assert kept.device.index == index and reserved(kept) and mode == "relaxed"
+        assert kept is sampler_module._capture_streams[index]  # one per GPU, kept
 
 
 def test_captured_hops_only_where_no_hop_syncs():

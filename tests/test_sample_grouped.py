@@ -17,6 +17,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
+from conftest import FakeStream
 from graphs import csc_from_degrees, graphs
 from test_sample import chi_square, chi_square_critical
 from tritongnn import CSCGraph, NeighborSampler
@@ -245,21 +246,19 @@ def test_neighbor_sampler_bad_method():
         NeighborSampler(graph, [2], device="cpu", method="grouped", d_max=100)
 
 
-def test_each_launching_stream_has_its_own_side_stream(monkeypatch):
+def test_each_launching_stream_has_its_own_side_stream(stream_pool):
     # full nodes run on a side stream: one per stream launching on it, so a
     # capture on one stream cannot take in another thread's launches on a
-    # shared side stream (CUDA's streams faked: this runs on CPU too)
+    # shared side stream; a capture stream's side stream is reserved as it is.
+    # Streams are compared by handle, as torch's (CUDA's streams faked: this
+    # runs on CPU too)
     from tritongnn.kernels import sample_grouped
-
-    class Stream:
-        def __init__(self, device):
-            self.device = device
-
-    monkeypatch.setattr(sample_grouped, "_side_streams", {})
-    monkeypatch.setattr(torch.cuda, "Stream", Stream)
-    capture, producer = Stream("cuda:0"), Stream("cuda:0")
-    side = sample_grouped._side_stream(capture)
-    assert sample_grouped._side_stream(capture) is side  # kept
-    other = sample_grouped._side_stream(producer)
-    assert other is not side and other.device == side.device == "cuda:0"
-    assert side not in (capture, producer)
+    from tritongnn.kernels._launch import new_stream, reserved
+    producer, capture = new_stream("cuda:0"), new_stream("cuda:0", reserve=True)
+    side = sample_grouped._side_stream(producer)
+    again = FakeStream("cuda:0", producer.cuda_stream)  # torch.cuda.current_stream(): a new object each call
+    assert sample_grouped._side_stream(again) is side  # kept, by handle
+    capture_side = sample_grouped._side_stream(capture)
+    assert capture_side != side and capture_side.device == side.device == torch.device("cuda", 0)
+    assert reserved(capture_side) and not reserved(side)
+    assert len({s.cuda_stream for s in (producer, capture, side, capture_side)}) == 4

@@ -8,10 +8,13 @@ the CPU path of the loader.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import inspect
 import os
+import threading
+import weakref
 
 import torch
 
@@ -142,3 +145,54 @@ def on_device(t: torch.Tensor, device: torch.device) -> bool:
     if device.type != "cuda" or device.index is None:
         return device.type != "cuda" or t.device.index == torch.cuda.current_device()
     return t.device.index == device.index
+
+
+# Streams of tritongnn's own. torch hands streams out round robin from a pool
+# of 32 per GPU (and priority), process-wide, so a stream made later may be
+# one handed out before. A CUDA graph capture takes in whatever any thread
+# launches on its stream, so the streams kept for captures (and their side
+# streams) are reserved: no other stream of ours is drawn as one of them,
+# and a reserved one is not drawn as a stream of ours still alive. Streams
+# the user makes are outside this (they draw from the same pool).
+_STREAMS_LOCK = threading.Lock()
+_reserved: set[tuple[int, int]] = set()  # (device index, handle)
+_alive: collections.Counter = collections.Counter()  # of ours not reserved, by (device index, handle)
+
+
+def _key(stream) -> tuple[int, int]:
+    return stream.device.index, stream.cuda_stream
+
+
+def _release(key) -> None:
+    with _STREAMS_LOCK:
+        _alive[key] -= 1
+        if _alive[key] <= 0:
+            del _alive[key]
+
+
+def new_stream(device, reserve: bool = False) -> torch.cuda.Stream:
+    """A stream of ``device`` from torch's pool that is not a reserved one
+    (``reserve``: nor one of ours still alive, and reserved from now on,
+    for good: the capture streams of the process)."""
+    with _STREAMS_LOCK:
+        for _ in range(4 * 32):  # the pool goes round: past a handful of draws, something holds them all
+            stream = torch.cuda.Stream(device)
+            key = _key(stream)
+            if key not in _reserved and not (reserve and key in _alive):
+                break
+        else:
+            raise RuntimeError(f"no CUDA stream of {device} is free of tritongnn's reserved streams")
+        if reserve:
+            _reserved.add(key)
+        else:
+            _alive[key] += 1
+    if not reserve:
+        weakref.finalize(stream, _release, key)
+    return stream
+
+
+def reserved(stream) -> bool:
+    """Whether ``stream`` is one kept for captures (``new_stream(reserve=True)``)."""
+    with _STREAMS_LOCK:
+        return _key(stream) in _reserved
+

@@ -71,7 +71,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import interpreted_block, next_power_of_2
+from ._launch import interpreted_block, new_stream, next_power_of_2, reserved
 from .sample import _draw_positions, _load_tiered
 
 
@@ -215,14 +215,15 @@ def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int
 # A side stream per stream launching on it, not per GPU: a CUDA graph capture
 # on one stream takes in whatever lands on its side stream meanwhile, so the
 # eager launches of another thread (another loader's producer) must not
-# share it. Streams are pooled by torch, so this stays small.
+# share it; a capture stream's side stream is reserved as it is
+# (``_launch.new_stream``). Streams are pooled by torch, so this stays small.
 _side_streams: dict[torch.cuda.Stream, torch.cuda.Stream] = {}
 
 
 def _side_stream(main: torch.cuda.Stream) -> torch.cuda.Stream:
     side = _side_streams.get(main)
     if side is None:
-        side = _side_streams.setdefault(main, torch.cuda.Stream(main.device))
+        side = _side_streams.setdefault(main, new_stream(main.device, reserve=reserved(main)))
     return side
 
 

@@ -46,6 +46,7 @@ from ..cache.reuse import BatchReuse, GroupReuse
 from ..graph import CSCGraph
 from ..host_memory import HostGroup, SharedHostArrays, as_pinned, pinned_empty
 from ..kernels import gather_rows
+from ..kernels._launch import new_stream
 from ..kernels.aggregate import mark_sorted_by_dst
 from ..kernels.sample import METHODS as SAMPLE_METHODS
 from .sampler import NeighborSampler, check_num_neighbors
@@ -943,9 +944,9 @@ class _Prefetcher:
         # sampling, and gather with assembly: the loader's own two streams,
         # not two new ones a pass (torch hands streams out round robin from
         # a pool of 32 per GPU: new ones each pass soon came back as those of
-        # another loader's producer, or of a capture)
+        # another loader's producer), never a capture's (``new_stream``)
         if loader._streams is None:
-            loader._streams = (torch.cuda.Stream(loader.device), torch.cuda.Stream(loader.device))
+            loader._streams = (new_stream(loader.device), new_stream(loader.device))
         self.stream, self.gather_stream = loader._streams
         self.consumer = torch.cuda.current_stream(loader.device)
         self.thread = threading.Thread(target=self._produce, daemon=True)

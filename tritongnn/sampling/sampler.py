@@ -54,7 +54,7 @@ from ..graph import CSCGraph
 from ..kernels import IdMap, draw_seeds, sample_neighbors
 from ..kernels.id_map import DirectTable, direct_fits
 from ..kernels.sample import MAX_FANOUT, check_method
-from ..kernels._launch import host_list, on_device, on_device_of, use_triton
+from ..kernels._launch import host_list, new_stream, on_device, on_device_of, use_triton
 
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
 # keys of the id map a captured graph owns (a hash map: <= 2^24 slots, 256
@@ -65,11 +65,13 @@ _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffe
 _GRAPH_KEYS_MAX = 1 << 23
 _GRAPHS_MAX = 4  # shapes (batch size, or K and total seeds) with a captured graph, per sampler
 # One capture at a time in the process, on a stream of its GPU that nothing
-# else launches on: a capture takes in whatever any thread launches on its
-# stream, and torch.cuda.graph's default stream is one for the whole process
-# (made on whichever GPU was current first). Two loaders' producers could
-# otherwise capture on it at once (one capture fails, its sampler stays
-# eager), and each other's work would land in the other's graph.
+# else of ours launches on (``new_stream(reserve=True)``): a capture takes in
+# whatever any thread launches on its stream, and torch.cuda.graph's default
+# stream is one for the whole process (made on whichever GPU was current
+# first). Two loaders' producers could otherwise capture on it at once (one
+# capture fails, its sampler stays eager), and each other's work would land
+# in the other's graph. The lock spans GPUs: torch's graph entry empties
+# every GPU's cache, which must not run while another GPU captures.
 _CAPTURE_LOCK = threading.Lock()
 _capture_streams: dict[int, torch.cuda.Stream] = {}  # by device index, made under the lock
 
@@ -134,10 +136,13 @@ class _CapturedHops:
         self.graph = torch.cuda.CUDAGraph()
         # "relaxed": the training thread may call CUDA meanwhile; a sync in
         # the capture still fails it, and the sampler falls back to eager.
-        with _CAPTURE_LOCK:
+        # The outer stream context puts the caller's stream back even when
+        # the capture fails: torch's graph exit ends the capture (raising)
+        # before it leaves its own stream context.
+        with _CAPTURE_LOCK, torch.cuda.stream(torch.cuda.current_stream()):
             index = torch.cuda.current_device()  # the sampler's (its entry points make it current)
             if index not in _capture_streams:
-                _capture_streams[index] = torch.cuda.Stream(index)
+                _capture_streams[index] = new_stream(index, reserve=True)
             with torch.cuda.graph(self.graph, stream=_capture_streams[index], capture_error_mode="relaxed"):
                 self.hops = sampler._hops(*args)
 
