@@ -174,6 +174,8 @@ def parse_args():
     p.add_argument("--acc-steps", type=int, default=60)
     p.add_argument("--acc-val", type=int, default=20_000)
     p.add_argument("--acc-seeds", type=int, default=3)
+    p.add_argument("--acc-first-seed", type=int, default=0,
+                   help="seeds --acc-first-seed .. + --acc-seeds - 1 (a call too short for all runs some)")
     p.add_argument("--acc-loaders", nargs="+", choices=["tritongnn", "pyg"], default=["tritongnn", "pyg"],
                    help="the accuracy part's loaders (a call too short for both runs one)")
     p.add_argument("--scaling-batch-sizes", type=int, nargs="*", default=[4000, 8000, 12000])
@@ -764,7 +766,7 @@ def accuracy(args, data, sampler, graph, device, emit):
     for name, make in loaders.items():
         scores = []
         start = time.perf_counter()
-        for seed in range(args.acc_seeds):
+        for seed in range(args.acc_first_seed, args.acc_first_seed + args.acc_seeds):
             # the seed sets the weights and both loaders' order and draws (it
             # was reset to 0 by the model for every seed: PyG's three runs
             # were one run three times)
@@ -783,6 +785,7 @@ def accuracy(args, data, sampler, graph, device, emit):
         mean, std = float(np.mean(scores)), float(np.std(scores))
         emit(dict(part="accuracy", model="sage", name=f"{name}: val accuracy {mean:.4f} +- {std:.4f}",
                   epoch_seconds=float("nan"), accuracy=scores, mean=mean, std=std, steps=args.acc_steps,
+                  seeds=list(range(args.acc_first_seed, args.acc_first_seed + args.acc_seeds)),
                   seconds=time.perf_counter() - start))
 
 

@@ -108,6 +108,8 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     assert len(ablation) == 2 * 8 + 1 and all(r["epoch_seconds"] > 0 for r in ablation)
     assert [r["loader"].get("feature_dtype") for r in ablation[6:8]] == [None, "torch.float16"]
     assert {r["model"] for r in record["rows"] if r["part"] == "models"} == {"gcn", "gat"}
+    accuracy = [r for r in record["rows"] if r["part"] == "accuracy"]
+    assert [r["seeds"] for r in accuracy] == [[0]] and "accuracy  tritongnn, seed 0: " in stdout  # as it ends
     assert len(table.read_text().splitlines()) == 1 + len(record["rows"])
     alone = {(r["model"], r["library"], r["matmul_precision"]) for r in record["rows"] if r["part"] == "alone"}
     assert alone == {("sage", "pyg", "high"), ("sage", "tritongnn", "high"), ("gcn", "tritongnn", "high"),

@@ -399,6 +399,11 @@ class NeighborLoader:
             kind = GroupReuse if reuse == "group" else BatchReuse
             self.reuse = kind(num_nodes, self._num_feature, self.device)
         del self._feature_source  # the loader keeps no reference to the user's x
+        if self.device.type == "cuda":
+            # The set-up (cache, tables, converted features) ran on the stream
+            # current here; a pass may run under another, and its producer
+            # waits only for the stream the pass began on. Once, at the end.
+            torch.cuda.current_stream(self.device).synchronize()
 
     def _host_group(self, share_host_memory: bool) -> HostGroup | None:
         """The ranks of this host when they are to hold one host copy between
