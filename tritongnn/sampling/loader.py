@@ -168,7 +168,10 @@ class NeighborLoader:
             thread (GPU only; 0 = prepare each batch when asked). One pass
             at a time: the loader's sampler, caches and staging serve one
             epoch, so ``iter(loader)`` ends any pass still open (its
-            iterator stops; ``zip(loader, loader)`` yields nothing).
+            iterator stops; ``zip(loader, loader)`` yields nothing). Each
+            batch is ordered before the work of the stream current where it
+            is asked for; a stream entered after it arrived waits for it
+            itself (``s.wait_stream(torch.cuda.current_stream())``).
         cache_budget: with ``placement="host"``, GPU bytes for the dual
             cache (``tritongnn.cache``): the hottest neighbour lists and
             feature rows, found by profiling, are kept in GPU memory, the
