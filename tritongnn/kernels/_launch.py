@@ -1,4 +1,6 @@
-"""Shared launch helpers: which backend runs a call, and launch settings.
+"""Shared launch helpers: which backend runs a call, launch settings, the
+GPU a call runs on (``on_device_of``) and the streams of our own
+(``new_stream``).
 
 A call runs the Triton kernel when its output lives on a CUDA device, or on the
 CPU when Triton's interpreter is switched on (``TRITON_INTERPRET=1`` set before
@@ -154,7 +156,7 @@ def on_device(t: torch.Tensor, device: torch.device) -> bool:
 # streams) are reserved: no other stream of ours is drawn as one of them,
 # and a reserved one is not drawn as a stream of ours still alive. Streams
 # the user makes are outside this (they draw from the same pool).
-_STREAMS_LOCK = threading.Lock()
+_STREAMS_LOCK = threading.RLock()  # reentrant: a finalizer (``_release``) may run inside ``new_stream``
 _reserved: set[tuple[int, int]] = set()  # (device index, handle)
 _alive: collections.Counter = collections.Counter()  # of ours not reserved, by (device index, handle)
 
@@ -195,4 +197,3 @@ def reserved(stream) -> bool:
     """Whether ``stream`` is one kept for captures (``new_stream(reserve=True)``)."""
     with _STREAMS_LOCK:
         return _key(stream) in _reserved
-
