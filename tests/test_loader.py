@@ -436,22 +436,37 @@ def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch, str
 def test_streams_kept_for_captures_are_never_drawn_again(stream_pool):
     # torch hands streams out round robin from a pool (4 here, 32 per GPU in
     # torch): a stream reserved for captures is never handed to another
-    # stream of ours, and is not drawn as one of ours still alive
+    # stream of ours, and is not drawn as one of ours in use, that is whose
+    # owner lives (the stream objects themselves are not watched: torch's
+    # drop their weak references without calling them back)
     import gc
+    import weakref
     from tritongnn.kernels._launch import new_stream, reserved
-    ours = [new_stream("cuda:0"), new_stream("cuda:0")]  # handles 0, 1
-    capture = new_stream("cuda:0", reserve=True)  # 2: not 0 or 1, which are alive
+
+    class Owner:  # a loader, a cache
+        pass
+
+    owner = Owner()
+    ours = [new_stream("cuda:0", owner=owner), new_stream("cuda:0", owner=owner)]  # handles 0, 1
+    capture = new_stream("cuda:0", reserve=True)  # 2: not 0 or 1, which are in use
     assert capture.cuda_stream == 2 and reserved(capture) and not any(reserved(s) for s in ours)
-    later = [new_stream("cuda:0") for _ in range(8)]  # the pool goes round: never 2
+    later = [new_stream("cuda:0", owner=owner) for _ in range(8)]  # the pool goes round: never 2
     assert 2 not in {s.cuda_stream for s in later}
+    assert not any(isinstance(info.weakref(), FakeStream) for info in weakref.finalize._registry.values())
     del ours, later
-    gc.collect()  # none of ours alive: a reserve draw may take any free handle
+    gc.collect()  # the streams are gone, their owner is not: still in use
+    with pytest.raises(RuntimeError, match="no CUDA stream of cuda:0 is free"):
+        new_stream("cuda:0", reserve=True)
+    del owner
+    gc.collect()  # none of ours in use: a reserve draw may take any free handle
     side = new_stream("cuda:0", reserve=True)
     assert side.cuda_stream != 2 and reserved(side)
-    alive = [new_stream("cuda:0") for _ in range(2)]  # the two handles left
+    alive = [new_stream("cuda:0") for _ in range(2)]  # the two handles left; no owner: in use for good
     assert {s.cuda_stream for s in alive} == set(range(4)) - {capture.cuda_stream, side.cuda_stream}
+    del alive
+    gc.collect()
     with pytest.raises(RuntimeError, match="no CUDA stream of cuda:0 is free"):
-        new_stream("cuda:0", reserve=True)  # every handle reserved or alive
+        new_stream("cuda:0", reserve=True)  # every handle reserved or in use
     assert new_stream("cuda:1").device == torch.device("cuda", 1)  # another GPU, another pool
 
 

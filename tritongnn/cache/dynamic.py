@@ -157,7 +157,7 @@ class DynamicCache:
         self._scale = 1.0  # scores are stored times gamma ** -t
         self._window = torch.zeros(2, dtype=torch.int64, device=self.device)  # dynamic hits, rows
         self._cuda = self.device.type == "cuda"
-        self._side = new_stream(self.device) if self._cuda else None  # never a capture's
+        self._side = new_stream(self.device, owner=self) if self._cuda else None  # never a capture's
         self._scored = [None, None]  # events after the last two score updates
         self._committed = None  # event after the last commit
         self._pending = None  # a refresh whose rows are being read

@@ -154,7 +154,11 @@ def on_device(t: torch.Tensor, device: torch.device) -> bool:
 # one handed out before. A CUDA graph capture takes in whatever any thread
 # launches on its stream, so the streams kept for captures (and their side
 # streams) are reserved: no other stream of ours is drawn as one of them,
-# and a reserved one is not drawn as a stream of ours still alive. Streams
+# and a reserved one is not drawn as a stream of ours still in use. A stream
+# is in use while its ``owner`` lives (a loader, a cache); the owner is
+# watched, not the stream: torch's stream objects drop their weak references
+# without calling them back, and the callbacks left pending crashed the
+# interpreter at exit (weakref.finalize's exit hook, on the H200). Streams
 # the user makes are outside this (they draw from the same pool).
 _STREAMS_LOCK = threading.RLock()  # reentrant: a finalizer (``_release``) may run inside ``new_stream``
 _reserved: set[tuple[int, int]] = set()  # (device index, handle)
@@ -172,10 +176,11 @@ def _release(key) -> None:
             del _alive[key]
 
 
-def new_stream(device, reserve: bool = False) -> torch.cuda.Stream:
+def new_stream(device, reserve: bool = False, owner=None) -> torch.cuda.Stream:
     """A stream of ``device`` from torch's pool that is not a reserved one
-    (``reserve``: nor one of ours still alive, and reserved from now on,
-    for good: the capture streams of the process)."""
+    (``reserve``: nor one of ours in use, and reserved from now on, for
+    good: the capture streams of the process). A stream not reserved is in
+    use while ``owner`` lives (None: for good)."""
     with _STREAMS_LOCK:
         for _ in range(4 * 32):  # the pool goes round: past a handful of draws, something holds them all
             stream = torch.cuda.Stream(device)
@@ -188,8 +193,8 @@ def new_stream(device, reserve: bool = False) -> torch.cuda.Stream:
             _reserved.add(key)
         else:
             _alive[key] += 1
-    if not reserve:
-        weakref.finalize(stream, _release, key)
+    if not reserve and owner is not None:
+        weakref.finalize(owner, _release, key)
     return stream
 
 

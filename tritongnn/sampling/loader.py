@@ -954,7 +954,7 @@ class _Prefetcher:
         # a pool of 32 per GPU: new ones each pass soon came back as those of
         # another loader's producer), never a capture's (``new_stream``)
         if loader._streams is None:
-            loader._streams = (new_stream(loader.device), new_stream(loader.device))
+            loader._streams = (new_stream(loader.device, owner=loader), new_stream(loader.device, owner=loader))
         self.stream, self.gather_stream = loader._streams
         self.consumer = torch.cuda.current_stream(loader.device)
         self.thread = threading.Thread(target=self._produce, daemon=True)
