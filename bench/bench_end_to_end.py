@@ -119,6 +119,7 @@ import csv
 import gc
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -162,6 +163,8 @@ def parse_args():
                    help="torch.set_float32_matmul_precision for every row (high: TF32 matmuls)")
     p.add_argument("--warmup", type=int, default=8, help="batches before timing")
     p.add_argument("--batches", type=int, default=0, help="batches timed (0: a whole epoch)")
+    p.add_argument("--alone-repeats", type=int, default=5,
+                   help="the model alone: windows of --batches steps timed, the median taken")
     # a batch's features are ~2 GB here: 16 workers x 2 prefetched batches would
     # hold 64 GB next to the 57 GB table and PyG's 26 GB of edges
     p.add_argument("--pyg-workers", type=int, nargs="+", default=[0, 4, 8])
@@ -208,7 +211,10 @@ def parse_args():
     p.add_argument("--date", default=None, help="with --from-rows: the runs' date")
     p.add_argument("--torch", default=None, help="with --from-rows: the runs' torch version")
     p.add_argument("--note", default=None, help="with --from-rows: how the runs ended")
-    return p.parse_args()
+    args = p.parse_args()
+    if args.alone_repeats < 1:
+        p.error(f"--alone-repeats must be at least 1, got {args.alone_repeats}")
+    return args
 
 
 def host_gb() -> dict:
@@ -363,17 +369,22 @@ def time_epoch(loader, args, device, step=None) -> dict:
 
 def time_alone(model, optimizer, prepared, args, per_epoch, device) -> dict:
     """The model alone on ``prepared`` batches: a pass over them (compiling),
-    then ``--batches`` steps (0: an epoch's) cycling them, scaled to the
-    epoch."""
+    then ``--alone-repeats`` windows of ``--batches`` steps (0: an epoch's)
+    cycling them; the median window, scaled to the epoch. One window of 20
+    steps (0.1 s) measured 0.66-0.85 s an epoch on the same batches within
+    one run (2c56563), a spread that moved every ratio to it."""
     for batch in prepared:
         train_step(model, optimizer, batch, trim=True)
     sync(device)
     steps = max(len(prepared), args.batches or per_epoch)
-    start = time.perf_counter()
-    for i in range(steps):
-        train_step(model, optimizer, prepared[i % len(prepared)], trim=True)
-    sync(device)
-    return dict(epoch_seconds=(time.perf_counter() - start) * per_epoch / steps, batches_timed=steps,
+    windows = []
+    for _ in range(args.alone_repeats):
+        start = time.perf_counter()
+        for i in range(steps):
+            train_step(model, optimizer, prepared[i % len(prepared)], trim=True)
+        sync(device)
+        windows.append((time.perf_counter() - start) * per_epoch / steps)
+    return dict(epoch_seconds=statistics.median(windows), windows_seconds=windows, batches_timed=steps,
                 batches_per_epoch=per_epoch)
 
 

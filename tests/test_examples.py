@@ -87,7 +87,8 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     stdout = run_bench("bench_end_to_end.py", [
         "--nodes", "3000", "--edges", "20000", "--classes", "8", "--train", "400", "--val", "100", "--test", "100",
         "--batch-size", "64", "--num-neighbors", "4", "3", "--budgets-gb", "0.0001", "0", "--warmup", "1",
-        "--batches", "2", "--models", "gcn", "gat", "--acc-steps", "2", "--acc-val", "50", "--acc-seeds", "1",
+        "--batches", "2", "--alone-repeats", "3", "--models", "gcn", "gat", "--acc-steps", "2", "--acc-val", "50",
+        "--acc-seeds", "1",
         "--scaling-batch-sizes", "32", "--scaling-fanouts", "3,2", "--scaling-budgets-gb", "0.0001",
         "--data-dir", str(tmp_path / "data"), "--out", str(out), "--csv", str(table)])
     import json
@@ -115,6 +116,8 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     assert alone == {("sage", "pyg", "high"), ("sage", "tritongnn", "high"), ("gcn", "tritongnn", "high"),
                      ("gat", "pyg", "high"), ("sage", "tritongnn", "highest")}
     assert all(r["vs_model_alone"] > 0 for r in ablation)  # each against the model with its aggregation
+    for row in (r for r in record["rows"] if r["part"] == "alone"):  # the median of three windows
+        assert len(row["windows_seconds"]) == 3 and row["epoch_seconds"] == sorted(row["windows_seconds"])[1]
     for row in ablation:  # the split counts the timed batches (and those prefetched ahead), not the warm-up
         assert row["split"]["batches"] >= 2 and all(v >= 0 for v in row["split"].values())
     # Adam foreach (PyTorch's default), fused, foreach again
