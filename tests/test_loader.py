@@ -472,6 +472,35 @@ def test_streams_kept_for_captures_are_never_drawn_again(stream_pool):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_process_that_deleted_its_loaders_exits_cleanly():
+    # the stream registry's finalizers once watched torch's stream objects,
+    # which drop their weak references without calling them back: a process
+    # that had deleted a loader died with SIGSEGV at exit
+    import subprocess
+    import sys
+    script = """
+import gc, torch
+from torch_geometric.data import Data
+from tritongnn import NeighborLoader
+n = 20000
+data = Data(edge_index=torch.randint(0, n, (2, 200000)), x=torch.randn(n, 16), num_nodes=n)
+for kwargs in (dict(), dict(placement="host", cache_budget=1 << 20, dynamic_cache=True), dict(super_batch=4)):
+    loader = NeighborLoader(data, [5, 3], batch_size=500, shuffle=True, device="cuda", **kwargs)
+    for _ in range(2):
+        for batch in loader:
+            pass
+    del loader, batch
+    gc.collect()
+torch.cuda.synchronize()
+print("done")
+"""
+    run = subprocess.run([sys.executable, "-X", "faulthandler", "-c", script], capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0 and run.stdout.strip() == "done", run.stderr[-3000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_epochs_left_early_do_not_overlap_the_next():
     # an epoch left after one batch leaves prefetched batches queued on its
     # producer's streams; the next epoch's batches (same sampler, same id map
