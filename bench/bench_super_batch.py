@@ -149,7 +149,9 @@ def run_config(graph, batches, epoch_len, fanouts, k, method, args, device):
         sync(device)
         seconds.append(time.perf_counter() - start)
     peak = (torch.cuda.max_memory_allocated(device) - base) / GB if cuda else 0.0
-    captured = sum(v is not None for v in sampler._captured.values())
+    # graphs of this K's passes (keyed by batch size at K = 1, by (K, seeds)
+    # past it), not those of the correctness check's single batches
+    captured = sum(v is not None for key, v in sampler._captured.items() if isinstance(key, tuple) == (k > 1))
     del sampler
     median = statistics.median(seconds)
     return dict(K=k, correct=correct, seconds=seconds, median_seconds=median,
