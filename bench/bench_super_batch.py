@@ -111,6 +111,29 @@ def run_pass(sampler, batches, k, generator):
             sampler.sample_many(group, generator, validate=False)
 
 
+def kernel_times(sampler, batches, k, device, top: int) -> dict:
+    """One more pass under ``torch.profiler``: each kernel's (or, on the CPU,
+    each operator's) own time in ms per batch, the ``top`` largest, and
+    ``total``, the sum over all of them. Where a super-batch's time goes
+    against K = 1's (the id map's kernels, the sampling kernel, the
+    classifier, copies)."""
+    from torch.profiler import ProfilerActivity, profile
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        run_pass(sampler, batches, k, torch.Generator().manual_seed(99))
+        sync(device)
+    times = {}
+    for event in prof.key_averages():
+        if cuda and event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        us = event.self_device_time_total if cuda else event.self_cpu_time_total
+        if us > 0:
+            times[event.key] = times.get(event.key, 0.0) + us / 1e3 / len(batches)
+    ranked = dict(sorted(times.items(), key=lambda item: -item[1])[:top])
+    return dict(total=sum(times.values()), top=ranked)
+
+
 def same_batches(sampler, batches, k) -> bool:
     """The first K batches as one super-batch equal them sampled one by one."""
     group = batches[:k]
@@ -149,6 +172,7 @@ def run_config(graph, batches, epoch_len, fanouts, k, method, args, device):
         sync(device)
         seconds.append(time.perf_counter() - start)
     peak = (torch.cuda.max_memory_allocated(device) - base) / GB if cuda else 0.0
+    kernels = kernel_times(sampler, batches, k, device, args.profile) if args.profile else None
     # graphs of this K's passes (keyed by batch size at K = 1, by (K, seeds)
     # past it), not those of the correctness check's single batches
     captured = sum(v is not None for key, v in sampler._captured.items() if isinstance(key, tuple) == (k > 1))
@@ -156,7 +180,7 @@ def run_config(graph, batches, epoch_len, fanouts, k, method, args, device):
     median = statistics.median(seconds)
     return dict(K=k, correct=correct, seconds=seconds, median_seconds=median,
                 epoch_seconds=median * epoch_len / len(batches), ms_per_batch=1e3 * median / len(batches),
-                peak_gb=peak, cuda_graphs=captured)
+                peak_gb=peak, cuda_graphs=captured, **({"kernels_ms_per_batch": kernels} if kernels else {}))
 
 
 def main():
@@ -179,6 +203,9 @@ def main():
     parser.add_argument("--max-batches", type=int, default=480,
                         help="batches per timed pass (0: the whole epoch); times are scaled to the epoch")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--profile", type=int, default=0, metavar="TOP",
+                        help="after timing, one more pass under torch.profiler per configuration: print and "
+                             "record the TOP kernels' ms per batch and the sum of all (0: no profile)")
     parser.add_argument("--out", default=None, help="append the record to this JSON file")
     parser.add_argument("--csv", default=None, help="append one row per configuration here")
     parser.add_argument("--commit", default=None)
@@ -213,6 +240,11 @@ def main():
                         print(f"{name} {placement} {fanouts} K={k} {method}: {row['epoch_seconds']:.3f} s/epoch, "
                               f"{row['ms_per_batch']:.2f} ms/batch, peak {row['peak_gb']:.2f} GB, "
                               f"correct={row['correct']}", flush=True)
+                        if row.get("kernels_ms_per_batch"):
+                            kernels = row["kernels_ms_per_batch"]
+                            print(f"  {'GPU' if device.type == 'cuda' else 'CPU'} time {kernels['total']:.3f} "
+                                  f"ms/batch; top: " + ", ".join(f"{name[:40]} {ms:.3f}"
+                                                              for name, ms in kernels["top"].items()), flush=True)
             del placed
         del graph, seeds
         gc.collect()
