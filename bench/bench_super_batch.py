@@ -55,6 +55,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tritongnn import CSCGraph, NeighborSampler  # noqa: E402
 from tritongnn.datasets import chung_lu, load_npz  # noqa: E402
+from tritongnn.kernels import id_map as id_map_module  # noqa: E402
+from tritongnn.sampling import sampler as sampler_module  # noqa: E402
 from _record import append_record, new_record  # noqa: E402
 from bench_loader import sync  # noqa: E402
 
@@ -206,10 +208,34 @@ def main():
     parser.add_argument("--profile", type=int, default=0, metavar="TOP",
                         help="after timing, one more pass under torch.profiler per configuration: print and "
                              "record the TOP kernels' ms per batch and the sum of all (0: no profile)")
+    # the sampler's limits, for experiments (the defaults are the package's):
+    # with both raised, super-batches of 8000-seed batches are captured and
+    # replayed as single batches are, at the cost of buffers sized for the
+    # untrimmed bound; with a larger direct table, past K = 2 on a 5x10^7-node
+    # graph too they take the direct id map
+    parser.add_argument("--sync-above-log2", type=int, default=None,
+                        help="sampler._SYNC_ABOVE = 2^N: frontier slots past which a hop syncs to trim "
+                             "(package: 21)")
+    parser.add_argument("--graph-keys-max-log2", type=int, default=None,
+                        help="sampler._GRAPH_KEYS_MAX = 2^N: id-map keys past which hops are not captured "
+                             "(package: 23)")
+    parser.add_argument("--direct-max-gb", type=float, default=None,
+                        help="id_map.DIRECT_MAX_BYTES: the largest direct id-map table (package: 1 GiB)")
     parser.add_argument("--out", default=None, help="append the record to this JSON file")
     parser.add_argument("--csv", default=None, help="append one row per configuration here")
     parser.add_argument("--commit", default=None)
     args = parser.parse_args()
+    for name in ("sync_above_log2", "graph_keys_max_log2"):
+        if getattr(args, name) is not None and not 0 <= getattr(args, name) <= 40:
+            parser.error(f"--{name.replace('_', '-')} must be in [0, 40], got {getattr(args, name)}")
+    if args.direct_max_gb is not None and args.direct_max_gb < 0:
+        parser.error(f"--direct-max-gb must be >= 0, got {args.direct_max_gb}")
+    if args.sync_above_log2 is not None:
+        sampler_module._SYNC_ABOVE = 1 << args.sync_above_log2
+    if args.graph_keys_max_log2 is not None:
+        sampler_module._GRAPH_KEYS_MAX = 1 << args.graph_keys_max_log2
+    if args.direct_max_gb is not None:
+        id_map_module.DIRECT_MAX_BYTES = int(args.direct_max_gb * GB)
     device = torch.device(args.device)
     if device.type == "cpu":  # smoke test: tiny and quick
         args.nodes, args.edges, args.batch_size = 20_000, 200_000, 256

@@ -69,6 +69,8 @@ def run_bench(script, args):
     ("bench_cache.py", ["--nodes", "3000", "--edges", "30000", "--budgets-gb", "0.0002", "--sweep-gb", "0.0001",
                         "--epochs", "1", "--profile-epochs", "1", "--reuse"]),
     ("bench_super_batch.py", ["--graphs", "chung_lu", "--ks", "1", "2", "--profile", "5"]),
+    ("bench_super_batch.py", ["--graphs", "chung_lu", "--ks", "1", "2", "--sync-above-log2", "30",
+                              "--graph-keys-max-log2", "30", "--direct-max-gb", "0"]),
     ("bench_sampler_kernel.py", ["--d-max", "16", "--foundation-block-nodes", "--cnr2000", "/nonexistent"]),
 ])
 def test_benchmark_scripts_run_on_the_cpu(tmp_path, script, args):
@@ -78,10 +80,13 @@ def test_benchmark_scripts_run_on_the_cpu(tmp_path, script, args):
     import json
     record = json.loads(out.read_text().splitlines()[-1])
     assert record["rows"], script
-    if script == "bench_super_batch.py":  # --profile: the top 5 operators and the sum of all, per batch
+    if script == "bench_super_batch.py" and "--profile" in args:  # the top 5 operators and the sum, per batch
         for row in record["rows"]:
             kernels = row["kernels_ms_per_batch"]
             assert 0 < len(kernels["top"]) <= 5 and kernels["total"] >= sum(kernels["top"].values()) > 0
+    if "--direct-max-gb" in args:  # the sampler's limits, as set, in the record's settings
+        settings = record["settings"]
+        assert (settings["sync_above_log2"], settings["graph_keys_max_log2"], settings["direct_max_gb"]) == (30, 30, 0)
 
 
 def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
