@@ -764,7 +764,8 @@ def accuracy(args, data, sampler, graph, device, emit):
     val = graph["val"][:args.acc_val]
     # the batches do not depend on the cache: ours reads everything through UVA here
     loaders = {}
-    for dtype in [] if "tritongnn" not in args.acc_loaders else dict.fromkeys([args.feature_dtype] + ([args.host_feature_dtype] if args.host_feature_dtype else [])):
+    dtypes = [args.feature_dtype] + ([args.host_feature_dtype] if args.host_feature_dtype else [])
+    for dtype in dict.fromkeys(dtypes) if "tritongnn" in args.acc_loaders else []:
         name = "tritongnn" + (f", {dtype} features" if dtype else "")
         loaders[name] = lambda seed, nodes, shuffle, dtype=dtype: NeighborLoader(
             data, args.num_neighbors, input_nodes=nodes, batch_size=args.batch_size, shuffle=shuffle, seed=seed,
@@ -774,10 +775,11 @@ def accuracy(args, data, sampler, graph, device, emit):
         loaders["pyg"] = lambda seed, nodes, shuffle: pyg_loader(
             data, sampler, args, nodes, shuffle, num_workers=workers,
             **(dict(prefetch_factor=args.pyg_prefetch) if workers else {}))
+    seeds = range(args.acc_first_seed, args.acc_first_seed + args.acc_seeds)
     for name, make in loaders.items():
         scores = []
         start = time.perf_counter()
-        for seed in range(args.acc_first_seed, args.acc_first_seed + args.acc_seeds):
+        for seed in seeds:
             # the seed sets the weights and both loaders' order and draws (it
             # was reset to 0 by the model for every seed: PyG's three runs
             # were one run three times)
@@ -796,7 +798,7 @@ def accuracy(args, data, sampler, graph, device, emit):
         mean, std = float(np.mean(scores)), float(np.std(scores))
         emit(dict(part="accuracy", model="sage", name=f"{name}: val accuracy {mean:.4f} +- {std:.4f}",
                   epoch_seconds=float("nan"), accuracy=scores, mean=mean, std=std, steps=args.acc_steps,
-                  seeds=list(range(args.acc_first_seed, args.acc_first_seed + args.acc_seeds)),
+                  seeds=list(seeds),
                   seconds=time.perf_counter() - start))
 
 
