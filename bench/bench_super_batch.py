@@ -220,7 +220,7 @@ def main():
                         help="sampler._GRAPH_KEYS_MAX = 2^N: id-map keys past which hops are not captured "
                              "(package: 23)")
     parser.add_argument("--direct-max-gb", type=float, default=None,
-                        help="id_map.DIRECT_MAX_BYTES: the largest direct id-map table (package: 1 GiB)")
+                        help="id_map.DIRECT_MAX_BYTES: the largest direct id-map table (package: 4 GiB)")
     parser.add_argument("--out", default=None, help="append the record to this JSON file")
     parser.add_argument("--csv", default=None, help="append one row per configuration here")
     parser.add_argument("--commit", default=None)

@@ -590,7 +590,7 @@ def test_captures_run_one_at_a_time_each_on_its_gpus_own_stream(monkeypatch, str
         def _new_id_map(self, keys, num_batches):
             return None
 
-        def _keys_bound(self, batch_size):
+        def _keys_bound(self, batch_size, num_batches=1):
             return batch_size * 9
 
         def _hops(self, *args):
@@ -619,22 +619,30 @@ def test_captures_run_one_at_a_time_each_on_its_gpus_own_stream(monkeypatch, str
         assert kept is sampler_module._capture_streams[index]  # one per GPU, kept
 
 
-def test_captured_hops_only_where_no_hop_syncs():
+def test_captured_hops_only_where_no_hop_syncs(monkeypatch):
     from tritongnn import CSCGraph, NeighborSampler
     from tritongnn.sampling import sampler as sampler_module
-    data = random_data()
+    data = random_data()  # 300 nodes
     graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes)
 
-    def keys(fanouts, batch_size=10):
-        return NeighborSampler(graph, fanouts, device="cpu")._keys_bound(batch_size)
+    def keys(fanouts, batch_size=10, num_batches=1):
+        return NeighborSampler(graph, fanouts, device="cpu")._keys_bound(batch_size, num_batches)
 
     assert keys([3, 2]) == 10 + 30 + 60
     assert keys([]) == 10
     assert keys([3, -1]) == 0  # fanout -1: sizes known only after a sync
-    big = sampler_module._SYNC_ABOVE
-    assert keys([1, 2], batch_size=big + 1) == 0  # the second hop trims its frontier (a sync)
-    assert keys([1, 2], batch_size=big) == big + big + 2 * big  # up to _SYNC_ABOVE it does not
-    assert keys([2], batch_size=big) == big + 2 * big  # the last hop never trims
+    monkeypatch.setattr(sampler_module, "_SYNC_ABOVE", 16)
+    assert keys([1, 2], batch_size=17) == 0  # the second hop trims its frontier (a sync)
+    assert keys([1, 2], batch_size=16) == 16 + 16 + 2 * 16  # up to _SYNC_ABOVE it does not
+    assert keys([2], batch_size=16) == 16 + 2 * 16  # the last hop never trims
+    # per sub-batch: K = 2 trims past 32 frontier slots
+    assert keys([1, 2], batch_size=32, num_batches=2) == 32 + 32 + 2 * 32
+    assert keys([1, 2], batch_size=33, num_batches=2) == 0
+    # a hop's new nodes fill at most K x num_nodes slots: the next hop's
+    # candidates are bounded by the graph, not by the product of the fanouts
+    monkeypatch.setattr(sampler_module, "_SYNC_ABOVE", 1 << 30)
+    assert keys([15, 10, 5], batch_size=8) == 8 + 120 + 1200 + 5 * 300
+    assert keys([15, 10, 5], batch_size=16, num_batches=2) == 16 + 240 + 2400 + 5 * 600
     assert not NeighborSampler(graph, [3], device="cpu").cuda_graph  # CPU: no graphs
 
 

@@ -135,6 +135,30 @@ def test_replays_and_eager_batches_share_the_direct_table(monkeypatch):
         assert_same_output(a, b)
 
 
+@pytest.mark.parametrize("num_batches", [1, 3])
+def test_frontier_cut_to_the_graph_changes_no_batch(device, num_batches, monkeypatch):
+    # fanouts whose product passes the graph's size: every hop past the
+    # first is cut to K x num_nodes slots (no sync), and the batches are
+    # those of buffers sized by the fanouts alone
+    from tritongnn.sampling import sampler as sampler_module
+    data = random_data(num_nodes=60, num_edges=900)
+    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True).to(device)
+    seeds = split_seeds(data.num_nodes, [20] * num_batches, device)
+
+    def batches():
+        sampler = NeighborSampler(graph, [6, 5, 4], device=device, return_eid=True)
+        gen = torch.Generator().manual_seed(5)
+        return sampler.sample_many(seeds, gen) + [sampler.sample(seeds[0], gen)], sampler
+    cut, sampler = batches()
+    assert sampler._keys_bound(20 * num_batches, num_batches) == 20 * num_batches * (1 + 6) + \
+        num_batches * 60 * (5 + 4)
+    monkeypatch.setattr(sampler_module.NeighborSampler, "_frontier_cap", lambda self, k: 1 << 40)
+    whole, sampler = batches()
+    assert sampler._keys_bound(20 * num_batches, num_batches) == 20 * num_batches * (1 + 6 + 30 + 120)
+    for a, b in zip(cut, whole, strict=True):
+        assert_same_output(a, b)
+
+
 def test_sample_many_repeated_seeds_and_id_spaces(device):
     # The same seeds in every sub-batch: each sub-batch has its own local ids
     # (duplicates across sub-batches are separate nodes), a repeated seed

@@ -6,8 +6,11 @@ take the new nodes as the next frontier. Buffers are sized by host-side upper
 bounds with device-side counts, so the hops run back to back; the host waits
 once per batch, to learn the sizes it returns (``num_sampled_nodes`` /
 ``num_sampled_edges`` are Python lists in PyG's contract), and once more in
-a hop whose upper bound has grown past ``_SYNC_ABOVE`` slots, to cut it to the
-real frontier before it multiplies by the next fanout.
+a hop whose upper bound has grown past ``_SYNC_ABOVE`` slots a sub-batch, to
+cut it to the real frontier before it multiplies by the next fanout. Without
+a sync, a hop's new nodes are cut to K x num_nodes slots (no sub-batch has
+more new nodes than the graph has nodes): on a small graph the next hop's
+buffers then scale with the graph, not with the product of the fanouts.
 
 On a GPU, the hops of a batch are also captured once per batch size into a
 CUDA graph and replayed: a batch is some 20 small kernels and torch ops whose
@@ -18,7 +21,9 @@ into static buffers, a hash id map is the graph's own (a direct one is the
 sampler's, shared: its tag tells batches apart), and the batch's
 outputs are copied out of the graph's buffers before the next replay. Batches
 whose hops must sync (fanout -1, very large frontiers) run eagerly; both
-paths give the same batch for the same generator state.
+paths give the same batch for the same generator state. The limits on what
+is captured (``_SYNC_ABOVE``, ``_GRAPH_KEYS_MAX``) are per sub-batch: a
+super-batch of K batches that each replay alone replays too.
 
 Super-batching (GARDEN's super-batch degree classifier): ``sample_many``
 samples K batches in one pass. Their seeds are laid end to end with a
@@ -36,7 +41,13 @@ and slices the K ``SamplerOutput``s out. What is saved is per-launch cost:
 K batches take the launches and host decisions of one, with K times the
 work per launch. What it costs is memory: buffers and the id map are sized
 for K batches at once. Super-batches are captured into CUDA graphs too, one
-per (K, total seeds).
+per (K, total seeds). On the H200 a replayed batch of 8000 seeds is GPU-bound
+(its kernels take 1.2 of its 1.3 ms), and a replayed super-batch spends the
+same GPU time per batch (the id map's three passes are most of it, and
+their work is per candidate), so what replaying K at once saves is the host's
+share of the gaps: measured 1.05-1.16x at K = 8 on a 5x10^7-node graph,
+against 0.51-0.54x for the same super-batches run eagerly
+(bench/results/README.md, fifteenth session).
 
 ``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``; ``PyGSampler``
 wraps it as a ``torch_geometric.sampler.BaseSampler`` so PyG's ``NodeLoader``
@@ -56,6 +67,7 @@ from ..kernels.id_map import DirectTable, direct_fits
 from ..kernels.sample import MAX_FANOUT, check_method
 from ..kernels._launch import host_list, new_stream, on_device, on_device_of, use_triton
 
+# Both limits are per sub-batch: a super-batch of K has K times each.
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
 # keys of the id map a captured graph owns (a hash map: <= 2^24 slots, 256
 # MiB of table in int32 rows; a direct map shares the sampler's table); a
@@ -130,7 +142,7 @@ class _CapturedHops:
             self.batch_ptr[0] = 0
         # its own hash table, sized so that no hop needs to grow it (a sync),
         # or the sampler's direct table
-        self.id_map = sampler._new_id_map(sampler._keys_bound(batch_size), num_batches)
+        self.id_map = sampler._new_id_map(sampler._keys_bound(batch_size, num_batches), num_batches)
         args = (self.seeds, self.rng, None, self.id_map, self.seeds_batch, self.batch_ptr)
         sampler._hops(*args)  # compiles every kernel first
         self.graph = torch.cuda.CUDAGraph()
@@ -226,16 +238,23 @@ class NeighborSampler:
                 return most
         return bound
 
-    def _keys_bound(self, batch_size: int) -> int:
-        """Slots the hops of a (super-)batch of ``batch_size`` seeds in all ask
-        of the id map (seeds plus every candidate), or 0 when a hop syncs:
-        fanout -1, or a frontier trimmed past ``_SYNC_ABOVE``."""
-        total = layer = batch_size
+    def _frontier_cap(self, num_batches: int) -> int:
+        """Slots a hop's new nodes can fill: none of K sub-batches has more
+        new nodes than the graph has nodes."""
+        return num_batches * self.graph.num_nodes
+
+    def _keys_bound(self, batch_size: int, num_batches: int = 1) -> int:
+        """Slots the hops of a (super-)batch of ``batch_size`` seeds in all,
+        in ``num_batches`` sub-batches, ask of the id map (seeds plus every
+        candidate), or 0 when a hop syncs: fanout -1, or a frontier trimmed
+        past ``_SYNC_ABOVE`` slots a sub-batch (``_hops``)."""
+        total = frontier = batch_size
         for hop, fanout in enumerate(self._fanouts):
-            if fanout == -1 or (hop > 0 and layer > _SYNC_ABOVE):
+            if fanout == -1 or (hop > 0 and frontier > _SYNC_ABOVE * num_batches):
                 return 0
-            layer *= fanout
-            total += layer
+            candidates = frontier * fanout
+            total += candidates
+            frontier = min(candidates, self._frontier_cap(num_batches))
         return total
 
     def _new_id_map(self, capacity: int, num_batches: int) -> IdMap:
@@ -288,6 +307,7 @@ class NeighborSampler:
                                                     device=self.device)
         frontier_batch = seeds_batch
         num_batches = 1 if batch_ptr is None else batch_ptr.numel() - 1
+        cap = self._frontier_cap(num_batches)
         hops = []
         for hop, fanout in enumerate(self._fanouts):
             edges = sample_neighbors(self.graph.indptr, self.graph.indices, frontier, frontier_local,
@@ -305,7 +325,11 @@ class NeighborSampler:
                 per_batch = mapped.num_new_per_batch[:num_batches]
                 batch_ptr = torch.cat([per_batch.new_zeros(1), torch.cumsum(per_batch, 0)])
             last = hop == len(self.num_neighbors) - 1
-            if not last and frontier.numel() > _SYNC_ABOVE:
+            if frontier.numel() > cap:  # a static cut (no sync): never more new nodes than that
+                frontier, frontier_local = frontier[:cap], frontier_local[:cap]
+                if frontier_batch is not None:
+                    frontier_batch = frontier_batch[:cap]
+            if not last and frontier.numel() > _SYNC_ABOVE * num_batches:
                 n = int(num_frontier.item())
                 frontier, frontier_local = frontier[:n], frontier_local[:n]
                 if frontier_batch is not None:
@@ -315,9 +339,9 @@ class NeighborSampler:
     def _replayable(self, batch_size: int, num_batches: int = 1) -> _CapturedHops | None:
         key = batch_size if num_batches == 1 else (num_batches, batch_size)
         if key not in self._captured:
-            keys = self._keys_bound(batch_size)
+            keys = self._keys_bound(batch_size, num_batches)
             captured = None
-            if 0 < keys <= _GRAPH_KEYS_MAX and len(self._captured) < _GRAPHS_MAX:
+            if 0 < keys <= _GRAPH_KEYS_MAX * num_batches and len(self._captured) < _GRAPHS_MAX:
                 try:
                     captured = _CapturedHops(self, batch_size, num_batches)
                 except RuntimeError:  # a sync or an unsupported call in the capture
