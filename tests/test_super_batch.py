@@ -159,6 +159,24 @@ def test_frontier_cut_to_the_graph_changes_no_batch(device, num_batches, monkeyp
         assert_same_output(a, b)
 
 
+def test_super_batches_captured_only_on_direct_tables(monkeypatch):
+    # single batches are captured on either map; a super-batch only where
+    # its K x num_nodes words fit a direct table (on a hash map it runs
+    # eagerly: its launches are already shared by K batches)
+    from tritongnn.kernels import id_map
+    from tritongnn.sampling import sampler as sampler_module
+    monkeypatch.setattr(sampler_module, "_CapturedHops", lambda sampler, size, k=1: ("captured", size, k))
+    data = random_data()
+    sampler = NeighborSampler(CSCGraph.from_edge_index(data.edge_index, data.num_nodes), [3, 2], device="cpu")
+    monkeypatch.setattr(id_map, "DIRECT_MAX_BYTES", 8 * 2 * data.num_nodes)  # up to K = 2
+    assert sampler._replayable(64) == ("captured", 64, 1)
+    assert sampler._replayable(64, 2) == ("captured", 64, 2)
+    assert sampler._replayable(64, 3) is None  # a hash map
+    monkeypatch.setattr(id_map, "DIRECT_MAX_BYTES", 0)
+    assert sampler._replayable(32) == ("captured", 32, 1)  # hash maps: single batches still
+    assert sampler._replayable(32, 2) is None
+
+
 def test_sample_many_repeated_seeds_and_id_spaces(device):
     # The same seeds in every sub-batch: each sub-batch has its own local ids
     # (duplicates across sub-batches are separate nodes), a repeated seed

@@ -23,7 +23,8 @@ outputs are copied out of the graph's buffers before the next replay. Batches
 whose hops must sync (fanout -1, very large frontiers) run eagerly; both
 paths give the same batch for the same generator state. The limits on what
 is captured (``_SYNC_ABOVE``, ``_GRAPH_KEYS_MAX``) are per sub-batch: a
-super-batch of K batches that each replay alone replays too.
+super-batch of K batches that each replay alone replays too, where its id
+map is a direct table (``id_map.direct_fits``).
 
 Super-batching (GARDEN's super-batch degree classifier): ``sample_many``
 samples K batches in one pass. Their seeds are laid end to end with a
@@ -45,8 +46,9 @@ per (K, total seeds). On the H200 a replayed batch of 8000 seeds is GPU-bound
 (its kernels take 1.2 of its 1.3 ms), and a replayed super-batch spends the
 same GPU time per batch (the id map's three passes are most of it, and
 their work is per candidate), so what replaying K at once saves is the host's
-share of the gaps: measured 1.05-1.16x at K = 8 on a 5x10^7-node graph,
-against 0.51-0.54x for the same super-batches run eagerly
+share of the gaps: K = 8 sampled 1.03-1.05x as fast as K = 1 on a
+5x10^7-node graph, where eager super-batches had run at 0.51-0.54x, and
+1.42-1.49x on cnr2000, whose batches overlap and leave the GPU idle more
 (bench/results/README.md, fifteenth session).
 
 ``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``; ``PyGSampler``
@@ -341,7 +343,12 @@ class NeighborSampler:
         if key not in self._captured:
             keys = self._keys_bound(batch_size, num_batches)
             captured = None
-            if 0 < keys <= _GRAPH_KEYS_MAX * num_batches and len(self._captured) < _GRAPHS_MAX:
+            # A super-batch on a hash map runs eagerly: its launches are
+            # already shared by K batches, and a captured one kept buffers
+            # sized for the untrimmed bound for nothing (H200, 5x10^7 nodes,
+            # K = 16: 2.41 ms a batch replayed at 14.7 GB peak, 2.30 eager)
+            direct = num_batches == 1 or direct_fits(self.graph.num_nodes, num_batches)
+            if 0 < keys <= _GRAPH_KEYS_MAX * num_batches and len(self._captured) < _GRAPHS_MAX and direct:
                 try:
                     captured = _CapturedHops(self, batch_size, num_batches)
                 except RuntimeError:  # a sync or an unsupported call in the capture
