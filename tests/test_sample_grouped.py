@@ -262,3 +262,32 @@ def test_each_launching_stream_has_its_own_side_stream(stream_pool):
     assert capture_side != side and capture_side.device == side.device == torch.device("cuda", 0)
     assert reserved(capture_side) and not reserved(side)
     assert len({s.cuda_stream for s in (producer, capture, side, capture_side)}) == 4
+
+
+def test_threads_launching_on_one_stream_draw_one_side_stream(stream_pool, monkeypatch):
+    # the first launches of several threads on one stream, at once: one side
+    # stream is drawn, and every thread gets it (a loser's stream would stay
+    # counted as in use for good)
+    import threading
+    import time
+    from tritongnn.kernels import sample_grouped
+    from tritongnn.kernels._launch import new_stream
+    drawn = []
+
+    def slow_new_stream(*args, **kwargs):  # widens the window between the check and the draw
+        time.sleep(0.05)
+        drawn.append(new_stream(*args, **kwargs))
+        return drawn[-1]
+    monkeypatch.setattr(sample_grouped, "new_stream", slow_new_stream)
+    producer = new_stream("cuda:0")
+    start, got = threading.Barrier(4), []
+
+    def launch():
+        start.wait()
+        got.append(sample_grouped._side_stream(FakeStream("cuda:0", producer.cuda_stream)))
+    threads = [threading.Thread(target=launch) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(drawn) == 1 and len(got) == 4 and all(side is drawn[0] for side in got)

@@ -67,6 +67,8 @@ every node with neighbours draws, so it runs the fused kernel.
 """
 from __future__ import annotations
 
+import threading
+
 import torch
 import triton
 import triton.language as tl
@@ -218,12 +220,18 @@ def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int
 # share it; a capture stream's side stream is reserved as it is
 # (``_launch.new_stream``). Streams are pooled by torch, so this stays small.
 _side_streams: dict[torch.cuda.Stream, torch.cuda.Stream] = {}
+# made under a lock: two threads' first launches on one stream would each
+# draw a stream, and the loser's would stay counted as in use for good
+_side_lock = threading.Lock()
 
 
 def _side_stream(main: torch.cuda.Stream) -> torch.cuda.Stream:
     side = _side_streams.get(main)
     if side is None:
-        side = _side_streams.setdefault(main, new_stream(main.device, reserve=reserved(main)))
+        with _side_lock:
+            side = _side_streams.get(main)
+            if side is None:
+                side = _side_streams[main] = new_stream(main.device, reserve=reserved(main))
     return side
 
 
