@@ -138,9 +138,10 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     rows = json.loads(adam.read_text().splitlines()[-1])["rows"]
     assert [r["adam"] for r in rows] == ["foreach", "foreach", "fused", "fused", "foreach", "foreach"]
     # float32 features, float16 ones, float32 again; hash id maps, direct ones, hash again
+    from tritongnn.kernels import id_map
     for flags, key, want in ((["--host-feature-dtype", "float16"], "feature_dtype",
                               ["float32", "float16", "float32"]),
-                             (["--host-id-map"], "direct_id_map_max_bytes", [0, 1 << 30, 0])):
+                             (["--host-id-map"], "direct_id_map_max_bytes", [0, id_map.DIRECT_MAX_BYTES, 0])):
         path = tmp_path / f"{key}.json"
         run_bench("bench_end_to_end.py", [
             "--nodes", "3000", "--edges", "20000", "--classes", "8", "--train", "400", "--val", "100",

@@ -344,9 +344,10 @@ class NeighborSampler:
             keys = self._keys_bound(batch_size, num_batches)
             captured = None
             # A super-batch on a hash map runs eagerly: its launches are
-            # already shared by K batches, and a captured one kept buffers
-            # sized for the untrimmed bound for nothing (H200, 5x10^7 nodes,
-            # K = 16: 2.41 ms a batch replayed at 14.7 GB peak, 2.30 eager)
+            # already shared by K batches, and a captured one keeps buffers
+            # sized for the untrimmed bound (H200, 5x10^7 nodes, K = 16:
+            # 2.41-2.60 ms a batch at 14.1-14.7 GB peak captured, 2.50-2.58
+            # ms at 12.6-13.5 GB eager)
             direct = num_batches == 1 or direct_fits(self.graph.num_nodes, num_batches)
             if 0 < keys <= _GRAPH_KEYS_MAX * num_batches and len(self._captured) < _GRAPHS_MAX and direct:
                 try:
