@@ -138,8 +138,9 @@ def test_replays_and_eager_batches_share_the_direct_table(monkeypatch):
 @pytest.mark.parametrize("num_batches", [1, 3])
 def test_frontier_cut_to_the_graph_changes_no_batch(device, num_batches, monkeypatch):
     # fanouts whose product passes the graph's size: every hop past the
-    # first is cut to K x num_nodes slots (no sync), and the batches are
-    # those of buffers sized by the fanouts alone
+    # first is cut to K x num_nodes slots (no sync), or trimmed to its real
+    # frontier (a sync), and the batches are those of buffers sized by the
+    # fanouts alone
     from tritongnn.sampling import sampler as sampler_module
     data = random_data(num_nodes=60, num_edges=900)
     graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True).to(device)
@@ -152,11 +153,16 @@ def test_frontier_cut_to_the_graph_changes_no_batch(device, num_batches, monkeyp
     cut, sampler = batches()
     assert sampler._keys_bound(20 * num_batches, num_batches) == 20 * num_batches * (1 + 6) + \
         num_batches * 60 * (5 + 4)
+    monkeypatch.setattr(sampler_module, "_SYNC_ABOVE", 4)  # every hop past the first trimmed with a sync
+    trimmed, sampler = batches()
+    assert sampler._keys_bound(20 * num_batches, num_batches) == 0
+    monkeypatch.undo()
     monkeypatch.setattr(sampler_module.NeighborSampler, "_frontier_cap", lambda self, k: 1 << 40)
     whole, sampler = batches()
     assert sampler._keys_bound(20 * num_batches, num_batches) == 20 * num_batches * (1 + 6 + 30 + 120)
-    for a, b in zip(cut, whole, strict=True):
-        assert_same_output(a, b)
+    for a, b, c in zip(cut, trimmed, whole, strict=True):
+        assert_same_output(a, c)
+        assert_same_output(b, c)
 
 
 def test_super_batches_captured_only_on_direct_tables(monkeypatch):

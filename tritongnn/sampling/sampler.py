@@ -327,15 +327,13 @@ class NeighborSampler:
                 per_batch = mapped.num_new_per_batch[:num_batches]
                 batch_ptr = torch.cat([per_batch.new_zeros(1), torch.cumsum(per_batch, 0)])
             last = hop == len(self.num_neighbors) - 1
-            if frontier.numel() > cap:  # a static cut (no sync): never more new nodes than that
-                frontier, frontier_local = frontier[:cap], frontier_local[:cap]
+            keep = min(frontier.numel(), cap)  # a static cut (no sync): never more new nodes than that
+            if not last and keep > _SYNC_ABOVE * num_batches:
+                keep = int(num_frontier.item())  # the real frontier (a sync)
+            if keep < frontier.numel():
+                frontier, frontier_local = frontier[:keep], frontier_local[:keep]
                 if frontier_batch is not None:
-                    frontier_batch = frontier_batch[:cap]
-            if not last and frontier.numel() > _SYNC_ABOVE * num_batches:
-                n = int(num_frontier.item())
-                frontier, frontier_local = frontier[:n], frontier_local[:n]
-                if frontier_batch is not None:
-                    frontier_batch = frontier_batch[:n]
+                    frontier_batch = frontier_batch[:keep]
         return hops
 
     def _replayable(self, batch_size: int, num_batches: int = 1) -> _CapturedHops | None:
