@@ -14,17 +14,22 @@ def grouped(batch_sizes, device):
     return torch.repeat_interleave(torch.arange(len(batch_sizes)), torch.tensor(batch_sizes)).to(device)
 
 
-def run_hops(id_map, seeds, seeds_batch, hops):
+def run_hops(id_map, seeds, seeds_batch, hops, last=False):
     """Start with the seeds, insert each hop; hop = (cand, count, cand_batch,
-    cand_ptr or None)."""
+    cand_ptr or None). ``last``: the final hop is inserted with last=True
+    (no new_local / new_batch back)."""
     out = [id_map.start(seeds, seeds_batch).cpu()]
-    for cand, count, cand_batch, cand_ptr in hops:
-        h = id_map.insert(cand, count, cand_batch) if cand_ptr is None else \
-            id_map.insert(cand, count, cand_batch, cand_ptr)
+    for i, (cand, count, cand_batch, cand_ptr) in enumerate(hops):
+        final = last and i == len(hops) - 1
+        h = id_map.insert(cand, count, cand_batch, cand_ptr, last=final)
         e, n = int(count), int(h.num_new)
-        out += [h.local[:e], h.new_nodes[:n], h.new_local[:n], h.num_new_per_batch]
-        if h.new_batch is not None:
-            out.append(h.new_batch[:n])
+        out += [h.local[:e], h.new_nodes[:n], h.num_new_per_batch]
+        if final:
+            assert h.new_local is None and h.new_batch is None
+        else:
+            out.append(h.new_local[:n])
+            if h.new_batch is not None:
+                out.append(h.new_batch[:n])
     out.append(id_map.num_nodes_per_batch)
     return [t.cpu() for t in out]
 
@@ -48,9 +53,10 @@ def test_id_map_matches_reference(device, kind, num_nodes, num_batches, capacity
         ptr = torch.tensor([0] + sizes).cumsum(0).to(device) if k > 1 and data.draw(st.booleans()) else None
         hops.append((cand, torch.tensor([total], device=device), batch if k > 1 else None, ptr))
     sb = grouped(seed_sizes, device) if k > 1 else None
-    got = run_hops(IdMap(num_nodes, k, capacity, device, kind=kind), seeds, sb, hops)
+    last = data.draw(st.booleans())  # the sampler's last hop: no local ids stored
+    got = run_hops(IdMap(num_nodes, k, capacity, device, kind=kind), seeds, sb, hops, last)
     want = run_hops(reference.IdMap(num_nodes, k, "cpu"), seeds.cpu(), None if sb is None else sb.cpu(),
-                    [(c.cpu(), n.cpu(), None if b is None else b.cpu(), None) for c, n, b, _ in hops])
+                    [(c.cpu(), n.cpu(), None if b is None else b.cpu(), None) for c, n, b, _ in hops], last)
     assert len(got) == len(want)
     for a, b in zip(got, want):
         assert torch.equal(a, b)
@@ -73,6 +79,30 @@ def test_id_map_semantics(device, kind):
     assert hop.new_local[:n].tolist() == [2, 3, 2]
     assert hop.new_batch[:n].tolist() == [0, 0, 1]
     assert m.num_nodes_per_batch.tolist() == [4, 3]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_insert_after_the_last_hop(device, kind):
+    # a last hop stores no local ids: a hop after it would miss its nodes,
+    # so it is refused until the next batch starts
+    for m in (IdMap(10, 1, 16, device, kind=kind), reference.IdMap(10, 1, device)):
+        m.start(torch.tensor([1, 2], device=device))
+        count = torch.tensor([3], device=device)
+        hop = m.insert(torch.tensor([3, 1, 3], device=device), count, last=True)
+        assert hop.local.tolist() == [2, 0, 2] and hop.new_local is None
+        with pytest.raises(ValueError, match="insert after a hop inserted with last=True"):
+            m.insert(torch.tensor([3], device=device), torch.tensor([1], device=device))
+        m.start(torch.tensor([3], device=device))  # a new batch: inserts again
+        assert m.insert(torch.tensor([3, 4], device=device), torch.tensor([2], device=device)).local.tolist() == [0, 1]
+
+
+def test_slots_are_int32_where_the_table_allows(device):
+    # the passes read each candidate's slot twice: int32 halves those bytes
+    m = IdMap(10, 1, 16, device, kind="direct")
+    if m.direct is None:
+        pytest.skip("no Triton on this device")
+    assert m._insert(torch.tensor([3], device=device), None, torch.tensor([1], device=device), 1, 0).dtype \
+        == torch.int32
 
 
 @pytest.mark.parametrize("kind", KINDS)

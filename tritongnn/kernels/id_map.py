@@ -42,6 +42,12 @@ nondeterministic under a fixed seed. Instead each hop runs three passes:
    not read, so no pass has to wait for another's writes). Representatives
    write the slot's local id and append the node to the hop's new nodes.
 
+Candidates' slots are int32 and the ranks too, where they fit (``_INT32_LIMIT``):
+the flag and assign passes read each slot, and the assign reads a
+representative's rank at a random position, from half the bytes. A
+hop inserted with ``last=True`` (the sampler's last) writes no local ids
+back to the table, nor ``new_local``: no later hop looks them up.
+
 A direct table runs the same passes on its words: the insert is one
 ``atomic_max`` of the candidate's claim, the flag compares the word with the
 candidate's own claim, and in the assign a candidate that reads a local word
@@ -131,7 +137,7 @@ def _insert_kernel(
     cand,        # [bound] int64 global node ids
     cand_batch,  # [bound] int64 sub-batch of each candidate (if HAS_BATCH)
     num_cand,    # [1] int64 device scalar: valid prefix
-    out_slot,    # [bound] int64 out: slot of each candidate
+    out_slot,    # [bound] int32 (tables of < 2^31 slots) or int64 out: slot of each candidate
     bound,
     num_nodes,   # key = sub_batch * num_nodes + node
     stamp_base,  # stamp of the candidate at position 0
@@ -153,7 +159,7 @@ def _insert_kernel(
     else:
         b_slot = _slot_of(table, b_key, m_c, cap_mask, hash_shift, EMPTY)
         tl.atomic_min(table + b_slot * 4 + 1, (stamp_base + i_c).to(table.dtype.element_ty), mask=m_c)
-    tl.store(out_slot + i_c, b_slot, mask=m_c)
+    tl.store(out_slot + i_c, b_slot.to(out_slot.dtype.element_ty), mask=m_c)
 
 
 @triton.jit(do_not_specialize=["bound", "stamp_base"])
@@ -167,7 +173,7 @@ def _flag_kernel(
     i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m_slot = i_c < bound
     m_c = m_slot & (i_c < tl.load(num_cand))
-    b_slot = tl.load(out_slot + i_c, mask=m_c, other=0)
+    b_slot = tl.load(out_slot + i_c, mask=m_c, other=0).to(tl.int64)
     if DIRECT:
         b_word = tl.load(table + b_slot, mask=m_c, other=0)
         b_first = b_word == _position_word(tl.load(tag), stamp_base + i_c)
@@ -182,23 +188,24 @@ def _assign_kernel(
     table,       # hash: [cap, 4] rows: key, stamp, local id (of the slot's node); DIRECT: words
     tag,         # [1] int64 device (DIRECT)
     out_slot, cand, cand_batch, num_cand,
-    rank,        # [bound] int64 inclusive cumsum of flags (SEEDS: unused)
+    rank,        # [bound] int32/int64 inclusive cumsum of flags (SEEDS: unused)
     base,        # [K] int64 nodes each sub-batch had before this hop
     first_rank,  # [K] int64 SEEDS: position of the sub-batch's first seed;
                  #   else: new nodes of earlier sub-batches this hop
     out_local,   # [bound] int64 out: local id of each candidate
     new_nodes,   # [bound] int64 out: global id of each new node, in rank order
-    new_local,   # [bound] int64 out: its local id
-    new_batch,   # [bound] int64 out: its sub-batch (if HAS_BATCH)
+    new_local,   # [bound] int64 out: its local id (unless LAST)
+    new_batch,   # [bound] int64 out: its sub-batch (if HAS_BATCH, unless LAST)
     bound, stamp_base,
     SEEDS: tl.constexpr,  # hop 0: every seed takes the next id, duplicates included
+    LAST: tl.constexpr,   # no hop follows: the table, new_local and new_batch are not written
     HAS_BATCH: tl.constexpr,
     DIRECT: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m_c = (i_c < bound) & (i_c < tl.load(num_cand))
-    b_slot = tl.load(out_slot + i_c, mask=m_c, other=0)
+    b_slot = tl.load(out_slot + i_c, mask=m_c, other=0).to(tl.int64)
     if DIRECT:
         # a position word: claimed this hop, by the candidate at LOW_MAX - low;
         # a local word: the node's local id (an earlier hop's node, or this
@@ -224,23 +231,25 @@ def _assign_kernel(
         b_local = b_base + i_c - b_first
         b_rank = i_c
     else:
-        b_rep_rank = tl.load(rank + b_rep, mask=m_c & b_is_current, other=0) - 1
+        b_rep_rank = tl.load(rank + b_rep, mask=m_c & b_is_current, other=0).to(tl.int64) - 1
         if DIRECT:
             b_old = b_low
         else:
             b_old = tl.load(b_row + 2, mask=m_c & ~b_is_current, other=0).to(tl.int64)
         b_local = tl.where(b_is_current, b_base + b_rep_rank - b_first, b_old)
         b_rank = b_rep_rank
-    if DIRECT:
-        tl.store(table + b_slot, (b_tag << _TAG_SHIFT) | _LOCAL_BIT | b_local, mask=b_is_rep)
-    else:
-        tl.store(b_row + 2, b_local.to(table.dtype.element_ty), mask=b_is_rep)
+    if not LAST:  # later hops find the node's local id in its slot
+        if DIRECT:
+            tl.store(table + b_slot, (b_tag << _TAG_SHIFT) | _LOCAL_BIT | b_local, mask=b_is_rep)
+        else:
+            tl.store(b_row + 2, b_local.to(table.dtype.element_ty), mask=b_is_rep)
     tl.store(out_local + i_c, b_local, mask=m_c)
     if not SEEDS:
         tl.store(new_nodes + b_rank, tl.load(cand + i_c, mask=b_is_rep, other=0), mask=b_is_rep)
-        tl.store(new_local + b_rank, b_local, mask=b_is_rep)
-        if HAS_BATCH:
-            tl.store(new_batch + b_rank, b_batch, mask=b_is_rep)
+        if not LAST:  # the next hop's frontier: its local ids and sub-batches
+            tl.store(new_local + b_rank, b_local, mask=b_is_rep)
+            if HAS_BATCH:
+                tl.store(new_batch + b_rank, b_batch, mask=b_is_rep)
 
 
 def direct_fits(num_nodes: int, num_batches: int) -> bool:
@@ -340,6 +349,7 @@ class IdMap:
             narrow = keys < _INT32_LIMIT
             self._allocate(capacity, torch.int32 if narrow else torch.int64)
         self.base = torch.zeros(self.num_batches, dtype=torch.int64, device=self.device)
+        self._closed = False  # a hop was inserted with last=True since the last start
         self._keys_bound = 0  # host-side upper bound on the keys inserted so far
         self._stamp_base = 0  # stamp of the next hop's first candidate: every hop's come after the last's
 
@@ -404,8 +414,9 @@ class IdMap:
             _assign_kernel[(triton.cdiv(bound, 1024),)](
                 self.table, self._tag, slot, seeds, seeds_batch, count,
                 slot, torch.zeros_like(first), first, local, local, local, local,
-                bound, 0, SEEDS=True, HAS_BATCH=seeds_batch is not None, DIRECT=self.direct is not None,
-                BLOCK=1024)
+                bound, 0, SEEDS=True, LAST=False, HAS_BATCH=seeds_batch is not None,
+                DIRECT=self.direct is not None, BLOCK=1024)
+        self._closed = False
         return local
 
     @staticmethod
@@ -432,14 +443,15 @@ class IdMap:
         self._allocate(max(held + incoming, self.capacity), dtype)
         count = torch.full((1,), rows.shape[0], dtype=torch.int64, device=self.device)
         # Keys already carry their sub-batch: insert them as plain ids.
-        slot = self._insert(rows[:, _KEY].contiguous(), None, count, rows.shape[0], 0)
+        slot = self._insert(rows[:, _KEY].contiguous(), None, count, rows.shape[0], 0).long()
         self.table[slot, _STAMP] = rows[:, _STAMP].to(dtype)
         self.table[slot, _LOCAL] = rows[:, _LOCAL].to(dtype)
 
     def _insert(self, cand, cand_batch, count, bound, stamp_base):
-        slot = torch.empty(bound, dtype=torch.int64, device=self.device)
+        # a slot in int32 where the table allows: the passes read it twice
+        size = self.table.shape[0]
+        slot = torch.empty(bound, dtype=torch.int32 if size < _INT32_LIMIT else torch.int64, device=self.device)
         if bound:
-            size = self.table.shape[0]
             _insert_kernel[(triton.cdiv(bound, 1024),)](
                 self.table, self._tag, cand, cand_batch, count, slot, bound, self.num_nodes, stamp_base,
                 size - 1, 65 - size.bit_length(),
@@ -449,7 +461,8 @@ class IdMap:
 
     @on_device_of("self")
     def insert(self, cand: torch.Tensor, num_cand: torch.Tensor,
-               cand_batch: torch.Tensor | None = None, cand_ptr: torch.Tensor | None = None) -> MappedHop:
+               cand_batch: torch.Tensor | None = None, cand_ptr: torch.Tensor | None = None,
+               last: bool = False) -> MappedHop:
         """Map one hop's sampled neighbours to local ids, adding new nodes.
 
         Args:
@@ -462,6 +475,12 @@ class IdMap:
                 (``cand_ptr[K'] == num_cand``; the sampler's ``edge_ptr``):
                 new nodes are then counted per sub-batch by gathers from the
                 prefix sum, not by atomics into K counters.
+            last: no hop follows before the next ``start``: the new nodes'
+                local ids are not written to the table (nothing will look
+                them up), and ``new_local``/``new_batch`` come back None (the
+                new nodes' local ids are consecutive: ``num_nodes_per_batch``
+                before the hop, plus their rank in the sub-batch). A further
+                insert raises ValueError.
 
         Returns:
             ``MappedHop``. A hash map grows first (one host sync) when
@@ -470,7 +489,10 @@ class IdMap:
             raises ValueError past ``LOW_MAX`` candidates in one batch.
         """
         if self._ref:
-            return self._ref.insert(cand, num_cand, cand_batch)  # counts on the CPU: no cand_ptr needed
+            return self._ref.insert(cand, num_cand, cand_batch, last=last)  # counts on the CPU: no cand_ptr needed
+        if self._closed:
+            raise ValueError("insert after a hop inserted with last=True: start a new batch first")
+        self._closed = last
         bound = cand.numel()
         if self.direct is not None:
             self._check_positions(self._stamp_base, bound)
@@ -486,6 +508,8 @@ class IdMap:
         empty = self._buffers(bound)
         local, new_nodes, new_local = empty(), empty(), empty()
         new_batch = empty() if cand_batch is not None else None
+        if last:
+            new_local = new_batch = None
         if bound == 0:
             zero = torch.zeros(1, dtype=torch.int64, device=self.device)
             return MappedHop(local, new_nodes, new_local, new_batch, zero,
@@ -494,18 +518,22 @@ class IdMap:
         direct = self.direct is not None
         _flag_kernel[grid](self.table, self._tag, slot, num_cand, flags, bound, stamp_base, DIRECT=direct,
                            BLOCK=1024)
-        rank = torch.cumsum(flags, 0)
-        num_new = rank[-1:]
+        # int32 ranks where they fit: half the scan's bytes, and the assign's
+        # reads of a representative's rank (random) hit a smaller array
+        rank = torch.cumsum(flags, 0, dtype=torch.int32 if bound < _INT32_LIMIT else torch.int64)
+        num_new = rank[-1:].to(torch.int64)
         if cand_batch is None:  # all in sub-batch 0
             per_batch = torch.cat([num_new, num_new.new_zeros(self.num_batches - 1)])
             first = torch.zeros(1, dtype=torch.int64, device=self.device)
         elif cand_ptr is not None:
             # new nodes of sub-batch k: rank at its end minus rank at its start
             # (measured at cf91ccd: atomics of every candidate into K counters
-            # made a super-batch of 2 sample at 0.45x the speed of 2 batches)
-            rank_ex = torch.cat([rank.new_zeros(1), rank])
+            # made a super-batch of 2 sample at 0.45x the speed of 2 batches);
+            # the inclusive rank before position p, without copying the ranks
+            ptr = cand_ptr.clamp(max=bound)
+            at = torch.where(ptr > 0, rank[(ptr - 1).clamp(min=0)].to(torch.int64), 0)
             per_batch = torch.zeros(self.num_batches, dtype=torch.int64, device=self.device)
-            per_batch[:cand_ptr.numel() - 1] = rank_ex[cand_ptr[1:]] - rank_ex[cand_ptr[:-1]]
+            per_batch[:cand_ptr.numel() - 1] = at[1:] - at[:-1]
             first = torch.cumsum(per_batch, 0) - per_batch
         else:
             # Slots past num_cand hold garbage sub-batch ids; their flags are 0.
@@ -516,7 +544,9 @@ class IdMap:
             first = torch.cumsum(per_batch, 0) - per_batch
         _assign_kernel[grid](
             self.table, self._tag, slot, cand, cand_batch, num_cand, rank,
-            self.base, first, local, new_nodes, new_local, new_batch if new_batch is not None else local,
-            bound, stamp_base, SEEDS=False, HAS_BATCH=cand_batch is not None, DIRECT=direct, BLOCK=1024)
+            self.base, first, local, new_nodes, local if last else new_local,
+            new_batch if new_batch is not None else local,
+            bound, stamp_base, SEEDS=False, LAST=last, HAS_BATCH=cand_batch is not None, DIRECT=direct,
+            BLOCK=1024)
         self.base = self.base + per_batch
         return MappedHop(local, new_nodes, new_local, new_batch, num_new, per_batch)

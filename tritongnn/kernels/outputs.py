@@ -42,14 +42,16 @@ class MappedHop:
         local: ``[bound]`` int64 local id of every candidate.
         new_nodes: ``[bound]`` int64 global ids of the nodes new to their
             sub-batch, in order of first appearance, grouped by sub-batch.
-        new_local: ``[bound]`` int64 their local ids.
-        new_batch: ``[bound]`` int64 their sub-batch, or None for one batch.
+        new_local: ``[bound]`` int64 their local ids (None after a hop
+            inserted with ``last=True``).
+        new_batch: ``[bound]`` int64 their sub-batch, or None for one batch
+            (and after a last hop).
         num_new: ``[1]`` int64 device scalar, the valid prefix of ``new_*``.
         num_new_per_batch: ``[K]`` int64 new nodes of each sub-batch.
     """
     local: torch.Tensor
     new_nodes: torch.Tensor
-    new_local: torch.Tensor
+    new_local: torch.Tensor | None
     new_batch: torch.Tensor | None
     num_new: torch.Tensor
     num_new_per_batch: torch.Tensor

@@ -138,9 +138,16 @@ class IdMap:
         first_pos.scatter_reduce_(0, inverse, torch.arange(count, device=self.device), "amin")
         self.known_keys, self.known_local = keys, local[first_pos]
         self.base = per_batch
+        self.closed = False
         return local
 
-    def insert(self, cand, num_cand, cand_batch=None) -> MappedHop:
+    closed = False  # a hop was inserted with last=True since the last start
+
+    def insert(self, cand, num_cand, cand_batch=None, cand_ptr=None, last=False) -> MappedHop:
+        # cand_ptr: unused (counts are taken on the host here)
+        if self.closed:
+            raise ValueError("insert after a hop inserted with last=True: start a new batch first")
+        self.closed = last
         m = int(num_cand.reshape(-1)[0])
         cand = cand[:m]
         batch = None if cand_batch is None else cand_batch[:m]
@@ -168,8 +175,8 @@ class IdMap:
         self.known_local = torch.cat([self.known_local, new_local])[perm]
         self.base = self.base + per_batch
         num_new = torch.tensor([new_keys.numel()], dtype=torch.int64, device=self.device)
-        return MappedHop(local, new_keys % self.num_nodes, new_local,
-                         None if cand_batch is None else new_batch, num_new, per_batch)
+        return MappedHop(local, new_keys % self.num_nodes, None if last else new_local,
+                         None if cand_batch is None or last else new_batch, num_new, per_batch)
 
 
 def gather_rows(table, ids, out, hot=None, num_hot=0, dynamic=None, slot=None, previous=None,

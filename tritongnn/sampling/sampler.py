@@ -312,23 +312,27 @@ class NeighborSampler:
         cap = self._frontier_cap(num_batches)
         hops = []
         for hop, fanout in enumerate(self._fanouts):
+            last = hop == len(self._fanouts) - 1
             edges = sample_neighbors(self.graph.indptr, self.graph.indices, frontier, frontier_local,
                                      num_frontier, fanout, self.replace, generator, self.return_eid,
                                      seed=None if rng is None else rng[hop], frontier_batch=frontier_batch,
                                      batch_ptr=batch_ptr, **self._tiers,
                                      **(self._kernel if frontier_batch is None else {}))
+            # the last hop's new nodes are no frontier: their local ids need
+            # not be stored (in the table or as new_local)
             mapped = id_map.insert(edges.src, edges.num_edges, edges.batch,
-                                   edges.edge_ptr if edges.batch is not None else None)
+                                   edges.edge_ptr if edges.batch is not None else None, last=last)
             hops.append((edges, mapped))
+            if last:
+                break
             frontier, frontier_local, num_frontier = mapped.new_nodes, mapped.new_local, mapped.num_new
             if frontier_batch is not None:
                 frontier_batch = mapped.new_batch
                 # (the map may hold more sub-batches than this super-batch: they stay empty)
                 per_batch = mapped.num_new_per_batch[:num_batches]
                 batch_ptr = torch.cat([per_batch.new_zeros(1), torch.cumsum(per_batch, 0)])
-            last = hop == len(self.num_neighbors) - 1
             keep = min(frontier.numel(), cap)  # a static cut (no sync): never more new nodes than that
-            if not last and keep > _SYNC_ABOVE * num_batches:
+            if keep > _SYNC_ABOVE * num_batches:
                 keep = int(num_frontier.item())  # the real frontier (a sync)
             if keep < frontier.numel():
                 frontier, frontier_local = frontier[:keep], frontier_local[:keep]
