@@ -116,7 +116,7 @@ def _slot_of(table, key, m, cap_mask, hash_shift, EMPTY: tl.constexpr):
         # tl.atomic_cas has no mask: finished lanes compare with _NO_MATCH, which
         # never equals a stored key, so they write nothing.
         b_cmp = tl.where(b_active, EMPTY, -3).to(table.dtype.element_ty)
-        b_prev = tl.atomic_cas(table + b_slot * 4, b_cmp, b_key)
+        b_prev = tl.atomic_cas(table + b_slot * 4, b_cmp, b_key, sem="relaxed")
         b_done = b_active & ((b_prev == EMPTY) | (b_prev == b_key))
         b_active = b_active & ~b_done
         b_slot = tl.where(b_active, (b_slot + 1) & cap_mask, b_slot)
@@ -153,12 +153,16 @@ def _insert_kernel(
     b_key = tl.load(cand + i_c, mask=m_c, other=0)
     if HAS_BATCH:
         b_key += tl.load(cand_batch + i_c, mask=m_c, other=0) * num_nodes
+    # Relaxed atomics (Triton's default is acq_rel, a fence per atomic): no
+    # lane reads what another wrote in this kernel except through the atomic
+    # itself, and the flag and assign passes read the table in later launches.
     if DIRECT:  # the key is the slot: one atomic, no probing
         b_slot = b_key
-        tl.atomic_max(table + b_slot, _position_word(tl.load(tag), stamp_base + i_c), mask=m_c)
+        tl.atomic_max(table + b_slot, _position_word(tl.load(tag), stamp_base + i_c), mask=m_c, sem="relaxed")
     else:
         b_slot = _slot_of(table, b_key, m_c, cap_mask, hash_shift, EMPTY)
-        tl.atomic_min(table + b_slot * 4 + 1, (stamp_base + i_c).to(table.dtype.element_ty), mask=m_c)
+        tl.atomic_min(table + b_slot * 4 + 1, (stamp_base + i_c).to(table.dtype.element_ty), mask=m_c,
+                      sem="relaxed")
     tl.store(out_slot + i_c, b_slot.to(out_slot.dtype.element_ty), mask=m_c)
 
 
