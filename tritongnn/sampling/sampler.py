@@ -43,13 +43,14 @@ K batches take the launches and host decisions of one, with K times the
 work per launch. What it costs is memory: buffers and the id map are sized
 for K batches at once. Super-batches are captured into CUDA graphs too, one
 per (K, total seeds). On the H200 a replayed batch of 8000 seeds is GPU-bound
-(its kernels take 1.2 of its 1.3 ms), and a replayed super-batch spends the
-same GPU time per batch (the id map's three passes are most of it, and
-their work is per candidate), so what replaying K at once saves is the host's
-share of the gaps: K = 8 sampled 1.03-1.15x as fast as K = 1 on a
-5x10^7-node graph (two runs; eager super-batches had run at 0.51-0.54x),
-and 1.42-1.49x on cnr2000, whose batches overlap and leave the GPU idle
-more (bench/results/README.md, fifteenth session).
+(its kernels take 0.92 of its 1.0-1.2 ms since 6b5523b), and a replayed
+super-batch spends about the same GPU time per batch (0.88 ms; the id map's
+three passes are most of it, and their work is per candidate), so what
+replaying K at once saves is the host's share of the gaps: K = 8 sampled
+0.97-1.15x as fast as K = 1 on a 5x10^7-node graph (twelve runs over two
+sessions; eager super-batches had run at 0.51-0.54x), and 1.38-1.94x on
+cnr2000, whose batches overlap and leave the GPU idle more
+(bench/results/README.md, fifteenth and sixteenth sessions).
 
 ``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``; ``PyGSampler``
 wraps it as a ``torch_geometric.sampler.BaseSampler`` so PyG's ``NodeLoader``
