@@ -6,7 +6,7 @@
 # commits given), logs to $OUT/base.log and $OUT/new.log; the per-batch lines
 # (wall and torch.profiler kernel time) are printed as they come.
 #
-#   git archive <rev> | tar -x -C .base                  # the baseline tree (git-ignored)
+#   mkdir -p .base && git archive <rev> | tar -x -C .base   # the baseline tree (git-ignored)
 #   BASE=.base BASE_COMMIT=<rev> NEW_COMMIT=<head> OUT=/tmp/ab bash bench/ab_super_batch.sh
 #
 # On the GPU machine pass .base in `carry`. CNR2000 is the path of
