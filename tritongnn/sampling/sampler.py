@@ -47,10 +47,10 @@ per (K, total seeds). On the H200 a replayed batch of 8000 seeds is GPU-bound
 super-batch spends about the same GPU time per batch (0.88 ms; the id map's
 three passes are most of it, and their work is per candidate), so what
 replaying K at once saves is the host's share of the gaps: K = 8 sampled
-0.97-1.15x as fast as K = 1 on a 5x10^7-node graph (twelve runs over two
-sessions; eager super-batches had run at 0.51-0.54x), and 1.38-1.94x on
-cnr2000, whose batches overlap and leave the GPU idle more
-(bench/results/README.md, fifteenth and sixteenth sessions).
+0.97-1.18x as fast as K = 1 on a 5x10^7-node graph (runs of two
+sessions; eager super-batches had run at 0.51-0.54x), and 1.20-1.94x on
+cnr2000 (1.33-1.68x at 21 repeats), whose batches overlap and leave the GPU
+idle more (bench/results/README.md, fifteenth and sixteenth sessions).
 
 ``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``; ``PyGSampler``
 wraps it as a ``torch_geometric.sampler.BaseSampler`` so PyG's ``NodeLoader``
