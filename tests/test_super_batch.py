@@ -72,8 +72,8 @@ def test_direct_and_hash_id_maps_give_the_same_batches(device, monkeypatch):
 
 def test_a_larger_direct_table_frees_the_old_one(device, monkeypatch):
     # K grows: the sampler's direct table is replaced, and the old one is
-    # freed before the new one is allocated (no peak of both); a hash map of
-    # a K too large for a direct table leaves the direct table to single batches
+    # freed before the new one is allocated (no peak of both); a K too large
+    # for a direct table goes in passes of the K that fits, on that table
     import weakref
     from tritongnn.kernels import id_map
     from tritongnn.sampling import sampler as sampler_module
@@ -96,13 +96,61 @@ def test_a_larger_direct_table_frees_the_old_one(device, monkeypatch):
     sampler.sample_many(seeds[:3], gen)
     assert sampler._direct.num_keys == 3 * data.num_nodes
     assert held_at_allocation == [[], []]  # the 1-batch table was gone when the 3-batch one was made
-    monkeypatch.setattr(id_map, "DIRECT_MAX_BYTES", 8 * 3 * data.num_nodes)  # K = 4 takes a hash map
+    monkeypatch.setattr(id_map, "DIRECT_MAX_BYTES", 8 * 3 * data.num_nodes)  # K = 4 does not fit
     sampler.sample_many(seeds, gen)
-    # the K = 4 map: eager (the sampler's own) or in a captured graph (CUDA)
+    # 3 + 1 batches: no map of 4 (eager, the sampler's own, or captured on CUDA)
     maps = [sampler._id_map] + [c.id_map for c in sampler._captured.values() if c is not None]
-    k4 = [m for m in maps if m is not None and m.num_batches >= 4]
-    assert k4 and all(m.direct is None for m in k4)
+    assert all(m.num_batches <= 3 and m.direct is sampler._direct for m in maps if m is not None)
     assert sampler._direct.num_keys == 3 * data.num_nodes
+    assert held_at_allocation == [[], []]  # no table allocated since
+
+
+def test_super_batches_past_the_direct_table_go_in_passes_that_fit(device, monkeypatch):
+    # K x num_nodes words past DIRECT_MAX_BYTES, one batch's within: the K
+    # batches go as super-batches of the most that fit (a hash map's insert
+    # is ~5x the direct table's), with the outputs and generator state of K
+    # batches sampled one by one; where one batch does not fit either, all
+    # K go in one pass, on a hash map
+    from tritongnn.kernels import id_map
+    from tritongnn.sampling import sampler as sampler_module
+    data = random_data()
+    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True).to(device)
+    seeds = split_seeds(data.num_nodes, [9, 9, 9, 9, 9, 4], device)
+    passes = []  # sub-batches of each pass (each draws its per-hop seeds once)
+    original = sampler_module.NeighborSampler._draw_rng
+
+    def recorded(self, generator, num_batches=1):
+        passes.append(num_batches)
+        return original(self, generator, num_batches)
+    monkeypatch.setattr(sampler_module.NeighborSampler, "_draw_rng", recorded)
+
+    def run():
+        sampler = NeighborSampler(graph, [4, 3], device=device, return_eid=True)
+        gen = torch.Generator().manual_seed(9)
+        outs = sampler.sample_many(seeds, gen)
+        return outs, int(torch.randint(0, 1 << 30, (1,), generator=gen)), sampler
+    one_by_one = NeighborSampler(graph, [4, 3], device=device, return_eid=True)
+    gen = torch.Generator().manual_seed(9)
+    want = [one_by_one.sample(s, gen) for s in seeds]
+    want_next = int(torch.randint(0, 1 << 30, (1,), generator=gen))
+    monkeypatch.setattr(id_map, "DIRECT_MAX_BYTES", 8 * 4 * data.num_nodes)  # up to K = 4
+    passes.clear()
+    got, got_next, sampler = run()
+    assert sampler._super_batch_step(6) == 4 and sampler._super_batch_step(3) == 3
+    for a, b in zip(got, want, strict=True):
+        assert_same_output(a, b)
+    assert got_next == want_next
+    if sampler._id_map is not None and sampler._id_map._ref is None:  # the kernels ran (not the reference)
+        assert passes == [4, 2]
+    monkeypatch.setattr(id_map, "DIRECT_MAX_BYTES", 0)  # one batch does not fit either: hash maps, one pass
+    passes.clear()
+    got, got_next, sampler = run()
+    assert sampler._super_batch_step(6) == 6
+    for a, b in zip(got, want, strict=True):
+        assert_same_output(a, b)
+    assert got_next == want_next
+    if sampler._id_map is not None and sampler._id_map._ref is None:
+        assert passes == [6]
 
 
 @pytest.mark.gpu

@@ -221,6 +221,8 @@ class NeighborLoader:
             those of ``super_batch=1`` for the same seed, the last
             super-batch may hold fewer batches (or a short last one). Its
             sampling time is spread evenly over its batches in ``stats``.
+            Where K x num_nodes id-map words pass the direct table's
+            4 GiB, fewer go in each pass (``NeighborSampler.sample_many``).
             With ``reorder_group`` the two are independent: batches are
             sampled K at a time and reordered G at a time (with G a multiple
             of K, each group is G / K whole super-batches).
