@@ -496,7 +496,6 @@ class IdMap:
             return self._ref.insert(cand, num_cand, cand_batch, last=last)  # counts on the CPU: no cand_ptr needed
         if self._closed:
             raise ValueError("insert after a hop inserted with last=True: start a new batch first")
-        self._closed = last
         bound = cand.numel()
         if self.direct is not None:
             self._check_positions(self._stamp_base, bound)
@@ -504,6 +503,7 @@ class IdMap:
             wide = self.table.dtype == torch.int32 and self._stamp_base + bound >= _INT32_LIMIT
             if self._keys_bound + bound > self.capacity or wide:
                 self._grow(bound, torch.int64 if wide else self.table.dtype)
+        self._closed = last  # only once the checks above have passed: a refused hop changes nothing
         self._keys_bound += bound
         stamp_base = self._stamp_base
         self._stamp_base += bound

@@ -117,6 +117,7 @@ class IdMap:
         self.base = torch.zeros(self.num_batches, dtype=torch.int64, device=self.device)
         self.known_keys = torch.empty(0, dtype=torch.int64, device=self.device)
         self.known_local = torch.empty(0, dtype=torch.int64, device=self.device)
+        self.closed = False  # a hop was inserted with last=True since the last start
 
     capacity = float("inf")
 
@@ -140,8 +141,6 @@ class IdMap:
         self.base = per_batch
         self.closed = False
         return local
-
-    closed = False  # a hop was inserted with last=True since the last start
 
     def insert(self, cand, num_cand, cand_batch=None, cand_ptr=None, last=False) -> MappedHop:
         # cand_ptr: unused (counts are taken on the host here)
