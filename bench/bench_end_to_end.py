@@ -203,6 +203,9 @@ def parse_args():
     p.add_argument("--host-adam", action="store_true",
                    help="with --parts host: time the defaults with Adam foreach, fused, foreach again, "
                         "instead of the settings")
+    p.add_argument("--host-pick-costs", type=float, nargs="*", default=[],
+                   help="with --parts host: the defaults with the cache planned at each of these "
+                        "allocator.PICK_COST (bytes a list sector is charged; default: one row), then the first again")
     p.add_argument("--commit", default=None)
     p.add_argument("--from-rows", nargs="+", default=None,
                    help="run nothing: make the record of runs cut short from their .rows files")
@@ -365,6 +368,17 @@ def time_epoch(loader, args, device, step=None) -> dict:
                                             "dynamic_feature_hit_rate") if k in stats},
                 host_gb_per_batch=window["host_bytes"] / GB / max(1, window["batches"])
                 if "host_bytes" in stats else None)
+
+
+def cache_split(loader) -> dict:
+    """The loader's cache plan as a row's ``plan`` (nothing without a cache)."""
+    if loader.cache is None:
+        return {}
+    plan = loader.cache.plan
+    return dict(plan=dict(num_feature=plan.num_feature, num_adjacency=plan.num_adjacency,
+                          feature_bytes=plan.feature_bytes, adjacency_bytes=plan.adjacency_bytes,
+                          expected_feature_hit_rate=plan.feature_hit_rate,
+                          expected_adjacency_hit_rate=plan.adjacency_hit_rate))
 
 
 def time_alone(model, optimizer, prepared, args, per_epoch, device) -> dict:
@@ -579,7 +593,7 @@ def main():
                         loader={k: str(v) if isinstance(v, torch.dtype) else v
                                 for k, v in kwargs.items() if k != "cache_profile"},
                         peak_gpu_gb=torch.cuda.max_memory_allocated(device) / GB if device.type == "cuda" else 0.0,
-                        **row, **(extra or {})))
+                        **row, **(extra or {}), **cache_split(loader)))
         return row, loader, model, optimizer
 
     if "alone" in args.parts:
@@ -862,6 +876,8 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
     aggregate_kernels = importlib.import_module("tritongnn.kernels.aggregate")  # the module, not the function
     sampler_module = importlib.import_module("tritongnn.sampling.sampler")
     id_map_module = importlib.import_module("tritongnn.kernels.id_map")
+    allocator = importlib.import_module("tritongnn.cache.allocator")
+    pick_cost = allocator.PICK_COST
     default = aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list
     direct_max = id_map_module.DIRECT_MAX_BYTES
     adam, switch = args.adam, sys.getswitchinterval()
@@ -894,16 +910,23 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         names = [wide, args.host_feature_dtype, wide + " (again)"]
         settings = [(f"defaults, {name} features", *default, switch, adam, direct_max) for name in names]
         stored = [args.feature_dtype, args.host_feature_dtype, args.feature_dtype]
+    costs = [pick_cost] * len(settings)  # allocator.PICK_COST of each setting's plans
+    if args.host_pick_costs:  # the defaults planned at each cost, then at the first again
+        costs = list(args.host_pick_costs) + args.host_pick_costs[:1]
+        settings = [(f"defaults, pick cost {c:g}{' (again)' * (i == len(costs) - 1)}", *default, switch, adam,
+                     direct_max) for i, c in enumerate(costs)]
+        stored = [args.feature_dtype] * len(settings)
     prepared = None
-    for (name, known, keys, sizes, interval, optimizer_kind, most), dtype in zip(settings, stored):
+    for (name, known, keys, sizes, interval, optimizer_kind, most), dtype, cost in zip(settings, stored, costs):
         aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = known, keys, sizes
         id_map_module.DIRECT_MAX_BYTES = most
+        allocator.PICK_COST = cost
         sys.setswitchinterval(interval)
         args.adam = optimizer_kind  # what make_model reads
         dtype = dtype or args.feature_dtype
         extra = dict(known_order=known, graph_keys_max=keys, pinned_sizes=sizes is default[2],
                      switch_interval=interval, adam=args.adam, direct_id_map_max_bytes=most,
-                     feature_dtype=dtype or "float32")
+                     feature_dtype=dtype or "float32", pick_cost=cost)
         for budget in args.budgets_gb:
             tag = f"{budget:g} GB" if budget else "no budget"
             _, loader, model, optimizer = ours(
@@ -920,6 +943,7 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         del model, optimizer
     aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = default
     id_map_module.DIRECT_MAX_BYTES = direct_max
+    allocator.PICK_COST = pick_cost
     sys.setswitchinterval(switch)
     args.adam = adam
 

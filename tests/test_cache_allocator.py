@@ -5,7 +5,7 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from tritongnn.cache import AccessProfile
+from tritongnn.cache import AccessProfile, allocator
 from tritongnn.cache.allocator import hot_first_order, list_read_bytes, plan_by_degree, plan_cache
 
 
@@ -46,10 +46,33 @@ def test_leftover_budget_takes_the_unprofiled_nodes():
 
 def test_list_read_bytes_prices_picks_by_sector():
     degree = torch.tensor([0, 3, 15, 16, 1000])
-    # fanout 15: lists up to 15 read whole (sector-rounded), longer ones 15 sectors
-    assert list_read_bytes(degree, [15]).tolist() == [16, 16 + 32, 16 + 64, 16 + 480, 16 + 480]
-    assert list_read_bytes(degree, [-1]).tolist() == [16, 48, 80, 80, 16 + 4000]
-    assert list_read_bytes(degree, [15, 5]).tolist()[-1] == 16 + (480 + 160) / 2
+    # at 32 bytes a sector, the bytes read: fanout 15 reads lists up to 15
+    # whole (sector-rounded), longer ones 15 sectors; the indptr pair 16 bytes
+    assert list_read_bytes(degree, [15], pick_cost=32).tolist() == [16, 16 + 32, 16 + 64, 16 + 480, 16 + 480]
+    assert list_read_bytes(degree, [-1], pick_cost=32).tolist() == [16, 48, 80, 80, 16 + 4000]
+    assert list_read_bytes(degree, [15, 5], pick_cost=32).tolist()[-1] == 16 + (480 + 160) / 2
+    assert list_read_bytes(degree, [15]).tolist() == list_read_bytes(degree, [15], pick_cost=32).tolist()
+    # charged as a 512-byte row, 16 times as much
+    assert list_read_bytes(degree, [15], pick_cost=512).tolist() == \
+        [16 * x for x in [16, 16 + 32, 16 + 64, 16 + 480, 16 + 480]]
+
+
+def test_costlier_picks_move_the_budget_to_lists(monkeypatch):
+    # two nodes whose rows are gathered as often as their lists are sampled;
+    # 1000 bytes hold one row (512 B) or one list (200 x 4 + 8 B). Counted by
+    # the byte (PICK_COST 32), a row saves 1 byte per byte cached, a list's
+    # 15 picks and indptr pair (496 B a read) 0.61: the row is cached.
+    # Counted per access (the default: a sector charged as a row, 512 B), a
+    # list saves 16x as much and takes the budget.
+    assert allocator.PICK_COST is None
+    p = profile_of([5.0, 4.0], [10, 10], inputs=[10, 10])
+    p.num_neighbors = [15]
+    degree = torch.tensor([200, 200])
+    per_access = plan_cache(p, degree, row_bytes=512, budget=1000, chunks=2)
+    assert (per_access.num_feature, per_access.num_adjacency) == (0, 1)
+    monkeypatch.setattr(allocator, "PICK_COST", 32)
+    by_byte = plan_cache(p, degree, row_bytes=512, budget=1000, chunks=2)
+    assert (by_byte.num_feature, by_byte.num_adjacency) == (1, 0)
 
 
 def test_small_budget_caches_hot_short_lists():
@@ -137,7 +160,8 @@ def test_dynamic_bytes_keep_the_adjacency_cache():
     # budget caches the four rows and node 3's list. A dynamic cache of one
     # row: keeping node 3's list (and row) and dropping row 2 saves more
     # profiled bytes than dropping row 3 and caching a list among nodes 0-2,
-    # so the adjacency cache stays as the whole budget planned it.
+    # so the adjacency cache stays as the whole budget planned it. (A
+    # 16-byte row is charged one sector: a list read saves as a row.)
     p = profile_of([4.0, 3.0, 2.0, 1.0], [1, 1, 1, 50])
     degree = torch.full((4,), 2)  # 16 bytes a list, as a row
     whole = plan_cache(p, degree, row_bytes=16, budget=80, chunks=4)

@@ -118,18 +118,19 @@ def test_whole_table_cached_from_pinned_or_pageable_memory(device):
 
 
 def test_hot_first_cache_beats_its_share(device):
-    # With room for 10% of the rows, the profiled cache serves far more than
-    # its share of the gathers when the sampled neighbours are skewed (sources drawn
-    # as rand()**3, as power-law graphs have hubs), and about the share its
-    # plan expected from the profile.
+    # With room for 10% of the rows (some of it going to lists), the rows the
+    # profiled cache holds serve far more than their share of the gathers
+    # when the sampled neighbours are skewed (sources drawn as rand()**3, as
+    # power-law graphs have hubs), and about the share its plan expected
+    # from the profile.
     data = random_data(num_nodes=3000, num_edges=30_000)
     g = torch.Generator().manual_seed(1)
     data.edge_index[0] = (torch.rand(30_000, generator=g) ** 3 * 3000).long()
     loader, batches = epoch(data, device=device, num_neighbors=[3, 2], batch_size=64, placement="host",
                             profile_epochs=2, cache_budget=300 * row_bytes(data))
     plan = loader.cache.plan
-    assert plan.num_feature <= 300  # (some of the budget may go to lists)
-    assert loader.stats["feature_hit_rate"] > max(0.2, 2 * plan.num_feature / data.num_nodes)
+    assert 0 < plan.num_feature <= 300
+    assert loader.stats["feature_hit_rate"] > 3 * plan.num_feature / data.num_nodes
     assert abs(loader.stats["feature_hit_rate"] - plan.feature_hit_rate) < 0.1
 
 

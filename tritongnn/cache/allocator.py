@@ -10,13 +10,16 @@ The split is greedy by marginal utility per byte, in two passes.
 1. How much each cache gets: rows stream in hot-first order (descending
    profiled eq. (4) feature weight), lists in descending list utility; both
    grow in chunks of nodes, and the next chunk taken is the one, of the two,
-   that saves the most host bytes per GPU byte it costs, until the budget is
-   spent or no chunk with accesses fits. A cached row costs ``row_bytes`` and
-   saves them (sector-rounded) at every profiled gather of the row; a cached
-   list costs ``degree * index_bytes`` plus its indptr entry and saves, at
-   every profiled read, what sampling moves from a host list: its indptr
-   pair and, per pick, one 32-byte sector (picks are random positions), or
-   the whole list, sector-rounded, when the fanout takes every neighbour.
+   that saves the most host time per GPU byte it costs, until the budget is
+   spent or no chunk with accesses fits. Host time is counted in bytes of
+   row gathers. A cached row costs ``row_bytes`` and saves them
+   (sector-rounded) at every profiled gather of the row; a cached list costs
+   ``degree * index_bytes`` plus its indptr entry and saves, at every
+   profiled read, what sampling reads from a host list (its indptr pair and,
+   per pick, one 32-byte sector, as picks are random positions; or the whole
+   list, sector-rounded, when the fanout takes every neighbour), each
+   32-byte sector charged as one row gather (``PICK_COST``): through UVA a
+   scattered read costs per access, not per byte.
 2. One order for both: the F hottest nodes (whose rows are cached, in any
    order among themselves), then the rest, each part by list utility; the
    adjacency cache is the longest prefix of it that pass 1's bytes pay for.
@@ -122,23 +125,38 @@ def _shares(counts: torch.Tensor, cached: int) -> float:
 
 _SECTOR = 32  # bytes: the unit a GPU reads through UVA
 
+# What one 32-byte sector of a host list read is charged, in bytes of host
+# feature rows; None: one row gather's bytes (sector-rounded), i.e. UVA
+# reads charged per access. A list read is small and scattered (a node's
+# indptr pair, then its picks at random positions, or its whole short list);
+# a missed row, one access too. Measured on the H200 with 512-byte rows
+# (papers100M-scale graph, 128 float32 features, recommended loader,
+# bench_end_to_end.py --parts host --host-pick-costs, bytes per sector):
+# charging a sector its 32 bytes gave 5.84-5.89 s an epoch at 8 GB and
+# 3.53-3.55 s at 24 GB; 96 gave 4.75 / 3.26; every cost from 256 to 4096
+# gave 4.07-4.14 / 3.17-3.23 s (at 8 GB, adjacency hit rate 0.28 at 32 and
+# 0.86-0.94 on the plateau, feature 0.43 and 0.26-0.31). One row's 512 is
+# inside the plateau. A module constant so that a benchmark can set it.
+PICK_COST: float | None = None
+
 
 def _sectors(nbytes):
     return (nbytes + _SECTOR - 1) // _SECTOR * _SECTOR
 
 
 def list_read_bytes(degree: torch.Tensor, num_neighbors, index_bytes: int = 4,
-                    indptr_bytes: int = 8) -> torch.Tensor:
-    """``[N]`` float64: host bytes one sampling read of each node's list
-    moves, averaged over the hops (module docstring). Without fanouts
-    (``num_neighbors`` empty), the whole list."""
+                    indptr_bytes: int = 8, pick_cost: float = _SECTOR) -> torch.Tensor:
+    """``[N]`` float64: what one sampling read of each node's list costs,
+    averaged over the hops (module docstring): the bytes it reads, charged
+    ``pick_cost`` per 32 (the default, 32: the bytes themselves). Without
+    fanouts (``num_neighbors`` empty), the whole list."""
     degree = degree.to(torch.int64)
     whole = _sectors(degree * index_bytes)
     fanouts = list(num_neighbors) or [-1]
     read = torch.zeros(degree.shape, dtype=torch.float64, device=degree.device)
     for fanout in fanouts:
         read += whole if fanout < 0 else torch.where(degree <= fanout, whole, fanout * _SECTOR)
-    return read / len(fanouts) + 2 * indptr_bytes
+    return (read / len(fanouts) + 2 * indptr_bytes) * (pick_cost / _SECTOR)
 
 
 def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, budget: int,
@@ -176,8 +194,9 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     degree = degree.to(device)[hot].to(torch.int64)
     # host bytes each node's cached row / list would have saved when profiled
     row_gain = profile.inputs[hot].double() * _sectors(row_bytes)
+    pick_cost = _sectors(row_bytes) if PICK_COST is None else PICK_COST
     list_gain = profile.adjacency.to(device)[hot].double() * \
-        list_read_bytes(degree, profile.num_neighbors, index_bytes, indptr_bytes)
+        list_read_bytes(degree, profile.num_neighbors, index_bytes, indptr_bytes, pick_cost)
     list_bytes = degree * index_bytes + indptr_bytes
     list_utility = list_gain / list_bytes.double()
     # Pass 1: how many bytes each cache deserves. Rows stream in the feature
