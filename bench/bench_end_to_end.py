@@ -61,7 +61,10 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   id map where it fits (``kernels.id_map``), then hash again; with
   ``--host-feature-dtype float16``: the defaults with float32 features, with
   features stored in float16 (``NeighborLoader``'s ``feature_dtype``: half
-  the bytes through UVA, twice the rows a budget caches), float32 again.
+  the bytes through UVA, twice the rows a budget caches), float32 again;
+  with ``--host-pick-costs C1 C2 ...``: the defaults with the cache planned
+  at each ``allocator.PICK_COST`` (bytes a list sector is charged), then
+  at C1 again; every row with a cache records its plan.
   ``--feature-dtype`` stores them so in every tritongnn loader of a run
   (the accuracy part's rows say so); ``--host-feature-dtype`` with the
   accuracy part adds seeds of our loader with that dtype beside them.

@@ -26,11 +26,11 @@ The split is greedy by marginal utility per byte, in two passes.
 
 Why both: the head of the hot-first order is hubs, whose lists cost hundreds
 of KB yet move some 15 sectors per read; an adjacency prefix of the
-feature order (and counting a list read like a row gather) left the
-adjacency cache empty at 8 GB of a 30 GB graph, sampling all through UVA
-(bench/results). Budget left when no profiled access remains goes to the
-unprofiled rest (rows first), so a budget that holds everything caches
-everything.
+feature order (the first design, which also counted a whole list read as
+one row gather) left the adjacency cache empty at 8 GB of a 30 GB graph,
+sampling all through UVA (bench/results). Budget left when no profiled
+access remains goes to the unprofiled rest (rows first), so a budget that
+holds everything caches everything.
 
 The dynamic feature cache (``cache.dynamic``), when there is one, is paid
 for by the feature cache alone. The split is made for the whole budget, and
