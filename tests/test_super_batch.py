@@ -332,11 +332,13 @@ def test_loader_super_batch_drop_last_ranks_and_reorder(device):
     host = dict(args, drop_last=False, placement="host", reuse=True, reorder_group=3)
     assert_same_batches(epoch_batches(NeighborLoader(data, **host)),
                         epoch_batches(NeighborLoader(data, super_batch=2, **host)))
-    # the dual cache (adjacency read from two tiers) and the dynamic cache
-    cached = dict(args, drop_last=False, placement="host", cache_budget=200 * 48, profile_epochs=1,
+    # the dual cache (adjacency and rows read from two tiers) and the dynamic
+    # cache; a budget of 400 rows (48 B each) caches some of both
+    cached = dict(args, drop_last=False, placement="host", cache_budget=400 * 48, profile_epochs=1,
                   dynamic_cache=dict(fraction=0.3, update_every=2))
     loader = NeighborLoader(data, super_batch=3, **cached)
-    assert loader.cache.plan.num_adjacency > 0 and loader.cache.plan.num_feature > 0
+    plan = loader.cache.plan
+    assert 0 < plan.num_adjacency < data.num_nodes and 0 < plan.num_feature < data.num_nodes
     assert_same_batches(epoch_batches(NeighborLoader(data, **cached)), epoch_batches(loader))
 
 
