@@ -192,7 +192,8 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     device = profile.inputs.device
     hot = hot_first_order(profile)  # the feature order, eq. (4)
     degree = degree.to(device)[hot].to(torch.int64)
-    # host bytes each node's cached row / list would have saved when profiled
+    # host time (in bytes of rows) each node's cached row / list would have
+    # saved when profiled; a list's sectors charged per access (PICK_COST)
     row_gain = profile.inputs[hot].double() * _sectors(row_bytes)
     pick_cost = _sectors(row_bytes) if PICK_COST is None else PICK_COST
     list_gain = profile.adjacency.to(device)[hot].double() * \
