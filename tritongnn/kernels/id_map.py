@@ -510,10 +510,10 @@ class IdMap:
         slot = self._insert(cand, cand_batch, num_cand, bound, stamp_base)
         flags = torch.empty(bound, dtype=torch.int32, device=self.device)
         empty = self._buffers(bound)
-        local, new_nodes, new_local = empty(), empty(), empty()
-        new_batch = empty() if cand_batch is not None else None
-        if last:
-            new_local = new_batch = None
+        local, new_nodes = empty(), empty()
+        # after the last hop no frontier follows: no buffers for its local ids and sub-batches
+        new_local = None if last else empty()
+        new_batch = empty() if cand_batch is not None and not last else None
         if bound == 0:
             zero = torch.zeros(1, dtype=torch.int64, device=self.device)
             return MappedHop(local, new_nodes, new_local, new_batch, zero,
