@@ -64,7 +64,9 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   the bytes through UVA, twice the rows a budget caches), float32 again;
   with ``--host-pick-costs C1 C2 ...``: the defaults with the cache planned
   at each ``allocator.PICK_COST`` (bytes a list sector is charged), then
-  at C1 again; every row with a cache records its plan.
+  at C1 again; every row with a cache records its plan. With
+  ``--host-loaders K1 K2 ...`` (JSON keyword sets): the defaults with each
+  set added to the recommended loader's keywords, then K1 again.
   ``--feature-dtype`` stores them so in every tritongnn loader of a run
   (the accuracy part's rows say so); ``--host-feature-dtype`` with the
   accuracy part adds seeds of our loader with that dtype beside them.
@@ -209,6 +211,9 @@ def parse_args():
     p.add_argument("--host-pick-costs", type=float, nargs="*", default=[],
                    help="with --parts host: the defaults with the cache planned at each of these "
                         "allocator.PICK_COST (bytes a list sector is charged; default: one row), then the first again")
+    p.add_argument("--host-loaders", nargs="*", default=[],
+                   help="with --parts host: the defaults with each of these loader keyword sets (JSON, "
+                        "e.g. '{\"super_batch\": 8, \"reuse\": \"group\"}'; '{}': the defaults), then the first again")
     p.add_argument("--commit", default=None)
     p.add_argument("--from-rows", nargs="+", default=None,
                    help="run nothing: make the record of runs cut short from their .rows files")
@@ -546,6 +551,8 @@ def main():
             s = row["split"]
             line += (f"  sample {s['sampling_seconds']:.2f} gather {s['gather_seconds']:.2f} "
                      f"model {s['model_seconds']:.2f} wait {s['wait_seconds']:.2f} ({s['batches']} batches)")
+        if row.get("epoch_peak_gpu_gb"):
+            line += f"  peak {row['epoch_peak_gpu_gb']:.1f} GB"
         if row.get("hits"):
             line += "  hits " + " ".join(f"{k.replace('_hit_rate', '')} {v:.3f}" for k, v in row["hits"].items())
         print(line, flush=True)
@@ -591,11 +598,16 @@ def main():
             profile = loader.cache_profile
         model, optimizer = make_model(kind, library, args, device, d.x.size(1),
                                       len(num_neighbors or args.num_neighbors))
+        build_peak = 0.0
+        if device.type == "cuda":  # the build's transients apart from what the epoch holds
+            build_peak = torch.cuda.max_memory_allocated(device) / GB
+            torch.cuda.reset_peak_memory_stats(device)
         row = time_epoch(loader, args, device, lambda b: train_step(model, optimizer, b, trim=True))
+        epoch_peak = torch.cuda.max_memory_allocated(device) / GB if device.type == "cuda" else 0.0
         row = emit(dict(part=part, model=kind, name=name, library=library, build_seconds=build,
                         loader={k: str(v) if isinstance(v, torch.dtype) else v
                                 for k, v in kwargs.items() if k != "cache_profile"},
-                        peak_gpu_gb=torch.cuda.max_memory_allocated(device) / GB if device.type == "cuda" else 0.0,
+                        peak_gpu_gb=max(build_peak, epoch_peak), epoch_peak_gpu_gb=epoch_peak,
                         **row, **(extra or {}), **cache_split(loader)))
         return row, loader, model, optimizer
 
@@ -919,8 +931,15 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         settings = [(f"defaults, pick cost {c:g}{' (again)' * (i == len(costs) - 1)}", *default, switch, adam,
                      direct_max) for i, c in enumerate(costs)]
         stored = [args.feature_dtype] * len(settings)
+    added = [{}] * len(settings)  # loader keywords of each setting on top of RECOMMENDED
+    if args.host_loaders:  # the defaults with each keyword set, then the first again
+        added = [json.loads(k) for k in args.host_loaders + args.host_loaders[:1]]
+        settings = [(f"defaults, {json.dumps(k, sort_keys=True)}{' (again)' * (i == len(added) - 1)}", *default,
+                     switch, adam, direct_max) for i, k in enumerate(added)]
+        stored, costs = [args.feature_dtype] * len(settings), [pick_cost] * len(settings)
     prepared = None
-    for (name, known, keys, sizes, interval, optimizer_kind, most), dtype, cost in zip(settings, stored, costs):
+    for (name, known, keys, sizes, interval, optimizer_kind, most), dtype, cost, more in zip(settings, stored, costs,
+                                                                                            added):
         aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = known, keys, sizes
         id_map_module.DIRECT_MAX_BYTES = most
         allocator.PICK_COST = cost
@@ -929,12 +948,13 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         dtype = dtype or args.feature_dtype
         extra = dict(known_order=known, graph_keys_max=keys, pinned_sizes=sizes is default[2],
                      switch_interval=interval, adam=args.adam, direct_id_map_max_bytes=most,
-                     feature_dtype=dtype or "float32", pick_cost=cost)
+                     feature_dtype=dtype or "float32", pick_cost=cost, **({"added": more} if more else {}))
         for budget in args.budgets_gb:
             tag = f"{budget:g} GB" if budget else "no budget"
             _, loader, model, optimizer = ours(
                 "host", f"recommended, {name} [{tag}]",
-                dict(RECOMMENDED, cache_budget=budget_bytes(budget, all_bytes), feature_dtype=feature_dtype(dtype)),
+                dict(RECOMMENDED, cache_budget=budget_bytes(budget, all_bytes), feature_dtype=feature_dtype(dtype),
+                     **more),
                 "tritongnn", extra=extra)
             if prepared is None:
                 prepared = [batch for _, batch in zip(range(8), loader)]

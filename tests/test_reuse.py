@@ -86,6 +86,37 @@ def test_group_reuse_reads_each_host_row_once_per_group(device, group):
     assert s["feature_bytes_from_host"] < previous.stats["feature_bytes_from_host"]
 
 
+def staging_is_released(loader):
+    return all(buf.rows is None and bool((buf.slot == -1).all()) for buf in loader.reuse._buffers)
+
+
+def test_group_reuse_stages_ahead_and_releases_with_the_pass(device):
+    # the next group is staged (into the other buffer) before this one's
+    # batches are gathered; a loop that mutates batch.x, a pass left early
+    # and a whole epoch: the same batches as without reuse, every staged row
+    # freed and every map entry back to -1 when the pass ends
+    data = skewed_data()
+    args = dict(num_neighbors=[3, 2], batch_size=32, placement="host", super_batch=2)
+    _, plain = epoch(data, device=device, **args)
+    assert len(plain) >= 6  # three groups at least: each buffer staged twice
+    loader = NeighborLoader(data, reuse="group", shuffle=True, seed=5, input_nodes=data.train_mask,
+                            device=device, **args)
+    grouped = []
+    for batch in loader:
+        grouped.append(batch.clone())
+        batch.x.zero_()  # the loop's own copy: the staged rows are not touched
+    assert_same_batches(plain, grouped)
+    s = loader.stats  # each group's gathers found all its host rows staged, none read again
+    assert s["feature_rows_from_host"] == s["staged_rows"] < s["feature_rows"]
+    assert staging_is_released(loader)
+    for stop in (3, None):  # a pass left early, then a whole one: rows still the nodes' own
+        for i, batch in enumerate(loader):
+            assert torch.equal(batch.x.cpu(), data.x[batch.n_id.cpu()])
+            if i == stop:
+                break
+        assert staging_is_released(loader)
+
+
 def test_group_reuse_after_static_and_dynamic_caches(device):
     data = skewed_data()
     args = dict(num_neighbors=[3, 2], batch_size=64, placement="host", profile_epochs=1, reorder_group=3,

@@ -10,6 +10,8 @@ memory, in one launch. One previous batch at most is resident.
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 
@@ -64,6 +66,24 @@ class BatchReuse:
         self._node, self.rows = node, x.clone()
 
 
+class _Staging:
+    """One group's staging buffer: its rows, the map from nodes to them,
+    and the events that order its writes and reads across streams."""
+
+    def __init__(self, size: int, device):
+        self.slot = torch.full((size,), -1, dtype=torch.int32, device=device)
+        self.rows = None
+        self.staged = None  # the staged nodes (internal ids, sorted)
+        self.count = None  # their number (a device scalar)
+        self.ready = None  # staging stream: rows and slots written
+        self.done = None  # gather stream: every gather that reads them issued before it
+
+    def release(self, num_static: int) -> None:
+        if self.staged is not None:
+            self.slot[self.staged - num_static] = -1
+        self.staged = self.rows = self.count = None
+
+
 class GroupReuse:
     """Every host row a group of batches needs, read from host memory once.
 
@@ -71,57 +91,107 @@ class GroupReuse:
     apart is read again; with seeds shuffled uniformly every pair of batches
     overlaps about equally and no order helps (measured: 5.5 % of rows
     reused at a 2 GB budget, reorder adding nothing). Here, once a group of
-    batches has been sampled (``reorder_group``), the union of their rows
-    outside the static and dynamic caches is gathered in one launch, ids
-    sorted (rows that share a 64 KB host page are read together), into a
-    staging buffer; each batch's gather then reads those rows there, through
-    the gather kernel's "previous" tier. The staging buffer holds the
-    group's distinct host rows, and is released after the group.
+    batches has been sampled (``reorder_group``, else ``super_batch``), the
+    union of their rows outside the static and dynamic caches is gathered in
+    one launch, ids sorted (rows that share a 64 KB host page are read
+    together: UVA reads cost per page touched, so a group's misses read
+    near the bulk rate where one batch's are sparse), into a staging buffer;
+    each batch's gather then reads those rows there, through the gather
+    kernel's "previous" tier.
+
+    Two buffers: the loader stages the next group (``stage``, on a stream of
+    its own) while the batches of this one are gathered from the other
+    (``use`` ... ``finish``), so the host reads of the next group overlap the
+    training steps of this one. A buffer is staged again only after every
+    gather of its last group (``finish``'s event). GPU memory: two groups'
+    distinct host rows, and two int32 maps of ``num_nodes - num_static``.
 
     Args:
         num_nodes: N.
         num_static: F, nodes ``< F`` are in the static cache.
-        device: where the staging rows and the map live.
+        device: where the staging rows and the maps live.
     """
 
     def __init__(self, num_nodes: int, num_static: int, device):
         self.num_static = num_static
-        self.slot = torch.full((num_nodes - num_static + 1,), -1, dtype=torch.int32, device=device)
-        self.rows = None
-        self._staged = None
+        self._buffers = [_Staging(num_nodes - num_static + 1, device) for _ in range(2)]
+        self._next = 0
+        self.current = None  # the buffer the batches' gathers read now
 
-    def stage(self, table: torch.Tensor, nodes: list[torch.Tensor],
-              dynamic_slot: torch.Tensor | None = None, row_map: torch.Tensor | None = None) -> torch.Tensor:
+    def stage(self, table: torch.Tensor, nodes: list[torch.Tensor], dynamic_slot: torch.Tensor | None = None,
+              row_map: torch.Tensor | None = None, stream: torch.cuda.Stream | None = None) -> _Staging:
         """Gather the distinct rows of ``nodes`` (internal ids of each batch
-        of the group) that no cache holds, from ``table`` (in the user's ids
-        with ``row_map``, as ``gather_rows`` reads it); returns their count
-        (a device scalar: the host rows the group reads)."""
+        of a group) that no cache holds, from ``table`` (in the user's ids
+        with ``row_map``, as ``gather_rows`` reads it), into the buffer the
+        group before last used; returns it (``count``: the host rows read,
+        a device scalar). The ids are found on the current stream; the rows
+        are read on ``stream`` (None: the current one), which first waits
+        for them and for the buffer's last gathers."""
         from ..kernels import gather_rows
-        self.release()
         ids = torch.cat(nodes)
         cold = ids[ids >= self.num_static]
         if dynamic_slot is not None:
+            # as the dynamic cache is now: a row it takes in or drops before
+            # a batch's gather is read from there or from host memory instead
             cold = cold[dynamic_slot[cold - self.num_static] < 0]
         staged = torch.unique(cold)  # sorted
-        self.rows = gather_rows(table, staged, row_map=row_map, validate=False)
-        self.slot[staged - self.num_static] = torch.arange(staged.numel(), dtype=torch.int32,
-                                                           device=staged.device)
-        self._staged = staged
-        return torch.tensor(staged.numel(), dtype=torch.int64, device=staged.device)
+        buf = self._buffers[self._next]
+        self._next = 1 - self._next
+        if stream is not None:
+            stream.wait_stream(torch.cuda.current_stream(staged.device))
+            if buf.done is not None:
+                stream.wait_event(buf.done)
+            staged.record_stream(stream)
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+            buf.release(self.num_static)
+            buf.rows = gather_rows(table, staged, row_map=row_map, validate=False)
+            buf.slot[staged - self.num_static] = torch.arange(staged.numel(), dtype=torch.int32,
+                                                              device=staged.device)
+            buf.staged = staged
+            buf.count = torch.tensor(staged.numel(), dtype=torch.int64, device=staged.device)
+            if stream is not None:
+                buf.ready = torch.cuda.Event()
+                buf.ready.record(stream)
+        return buf
+
+    def use(self, buf: _Staging, stream: torch.cuda.Stream | None = None) -> None:
+        """Serve the gathers issued from now on (on ``stream``, which waits
+        for the rows) from ``buf``."""
+        if stream is not None and buf.ready is not None:
+            stream.wait_event(buf.ready)
+        self.current = buf
+
+    def finish(self, buf: _Staging, stream: torch.cuda.Stream | None = None) -> None:
+        """Every gather reading ``buf`` is issued (on ``stream``): staging
+        it again waits for them."""
+        if stream is not None:
+            buf.done = torch.cuda.Event()
+            buf.done.record(stream)
+        if self.current is buf:
+            self.current = None
 
     def gather_args(self) -> dict:
-        return {} if self.rows is None else dict(previous=self.rows, prev_slot=self.slot)
+        buf = self.current
+        return {} if buf is None or buf.rows is None else dict(previous=buf.rows, prev_slot=buf.slot)
 
     def served(self, node: torch.Tensor, dynamic_slot: torch.Tensor | None = None) -> torch.Tensor:
         """Rows of a batch read from the staging buffer (a device count)."""
-        return _served(self.rows, self.slot, self.num_static, node, dynamic_slot)
+        buf = self.current
+        return _served(None if buf is None else buf.rows, None if buf is None else buf.slot, self.num_static,
+                       node, dynamic_slot)
 
     def remember(self, node: torch.Tensor, x: torch.Tensor) -> None:
         """Nothing to keep per batch: the group's rows stay staged until the
-        next group is (``stage``)."""
+        buffer is staged again (``stage``) or released."""
 
-    def release(self) -> None:
-        """Forget the group: its map entries back to -1, its rows freed."""
-        if self._staged is not None:
-            self.slot[self._staged - self.num_static] = -1
-        self._staged = self.rows = None
+    def release(self, stream: torch.cuda.Stream | None = None) -> None:
+        """Forget every group (the end of a pass): map entries back to -1,
+        rows freed, on ``stream`` (the staging one) after their gathers."""
+        if stream is not None:
+            for buf in self._buffers:
+                if buf.done is not None:
+                    stream.wait_event(buf.done)
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+            for buf in self._buffers:
+                buf.release(self.num_static)
+        self.current = None

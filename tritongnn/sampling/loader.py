@@ -22,6 +22,7 @@ references of the kernels.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import itertools
@@ -331,7 +332,7 @@ class NeighborLoader:
         self.rank, self.world_size = resolve_ranks(rank, world_size)
         self.epoch = 0
         self._open_pass = None  # weakref to the open pass's generator (one pass at a time)
-        self._streams = None  # the producer's (sampling, gather) streams: made once, one pass at a time
+        self._streams = None  # the producer's (sampling, gather, staging) streams: made once, one pass at a time
         self._shards = None
         if self.world_size > 1:
             shuffle_seed = 0 if seed is None else int(seed)
@@ -784,10 +785,12 @@ class NeighborLoader:
         order = order.to(self.device)
         return [order[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size, self.batch_size)]
 
-    def _batches(self, batches, gather_stream=None):
+    def _batches(self, batches, gather_stream=None, staging_stream=None):
         """The epoch's batches, built in turn: sampled ``super_batch`` at a
         time; with ``reorder`` assembled a group at a time in the group's
-        match order."""
+        match order; with group reuse, each group's host rows staged (on
+        ``staging_stream``) before the batches of the group before it are
+        gathered, so that those reads overlap these batches' steps."""
         sampled = self._sampled(batches)
         if self.reorder is None and not isinstance(self.reuse, GroupReuse):
             for item in sampled:
@@ -795,12 +798,33 @@ class NeighborLoader:
             return
         # a group: the reorder's, else (group reuse alone) the super-batch
         group_size = self.reorder.group if self.reorder is not None else self.super_batch
-        while group := list(itertools.islice(sampled, group_size)):
-            nodes = [item[1].node for item in group]
-            if isinstance(self.reuse, GroupReuse):
-                self._on_gather_stream(self._stage, gather_stream, nodes)
-            for j in (self.reorder.order(nodes) if self.reorder is not None else range(len(group))):
-                yield self._finish(*group[j], gather_stream)
+        groups = iter(lambda: list(itertools.islice(sampled, group_size)), [])
+        if not isinstance(self.reuse, GroupReuse):
+            for group in groups:
+                yield from self._group(group, None, gather_stream)
+            return
+        pending = None  # the group staged before this one, gathered once this one is staged
+        try:
+            for group in groups:
+                staged = self._stage([item[1].node for item in group], staging_stream)
+                if pending is not None:
+                    yield from self._group(*pending, gather_stream)
+                pending = group, staged
+            if pending is not None:
+                yield from self._group(*pending, gather_stream)
+        finally:  # the staged rows freed with the pass, after their gathers
+            self.reuse.release(staging_stream)
+
+    def _group(self, group, staged, gather_stream):
+        """A group's batches, in the reorder's order; with ``staged`` (its
+        ``GroupReuse`` buffer) their gathers read its rows."""
+        if staged is not None:
+            self._use(staged, gather_stream)
+        nodes = [item[1].node for item in group]
+        for j in (self.reorder.order(nodes) if self.reorder is not None else range(len(group))):
+            yield self._finish(*group[j], gather_stream)
+        if staged is not None:
+            self.reuse.finish(staged, gather_stream)
 
     def _sampled(self, batches):
         """``(input_id, SamplerOutput, start, sampled, share)`` of each batch
@@ -819,15 +843,21 @@ class NeighborLoader:
             for input_id, out in zip(group, outs):
                 yield input_id, out, start, sampled, 1.0 / len(group)
 
-    def _stage(self, nodes) -> None:
-        """Read the group's host rows once (``GroupReuse``)."""
+    def _stage(self, nodes, staging_stream):
+        """Read the group's host rows once (``GroupReuse``), on
+        ``staging_stream``; returns the buffer they are in."""
         dynamic = self.cache.dynamic if self.cache is not None else None
-        # against the dynamic cache as it is now: a row it takes in or drops
-        # mid-group is read from there or from host by the batch's gather
-        staged = self.reuse.stage(self.x, nodes, dynamic.slot if dynamic is not None else None,
-                                  self.cache.row_map if self.cache is not None else None)
+        return self.reuse.stage(self.x, nodes, dynamic.slot if dynamic is not None else None,
+                                self.cache.row_map if self.cache is not None else None, staging_stream)
+
+    def _use(self, staged, gather_stream) -> None:
+        """Gather from ``staged`` (on ``gather_stream``: after its rows are
+        written), and count its rows read from host memory there, where the
+        batches' counts are kept."""
+        self.reuse.use(staged, gather_stream)
         if self.host_stats is not None:
-            self.host_stats.record_staged(staged)
+            with torch.cuda.stream(gather_stream) if gather_stream is not None else contextlib.nullcontext():
+                self.host_stats.record_staged(staged.count)
 
     def _on_gather_stream(self, fn, gather_stream, tensors):
         """``fn(tensors)`` on ``gather_stream`` (after the current stream's
@@ -951,13 +981,14 @@ class _Prefetcher:
         self.loader, self.batches = loader, batches
         self.queue = queue.Queue(maxsize=loader.prefetch)
         self.stop = threading.Event()
-        # sampling, and gather with assembly: the loader's own two streams,
-        # not two new ones a pass (torch hands streams out round robin from
-        # a pool of 32 per GPU: new ones each pass soon came back as those of
-        # another loader's producer), never a capture's (``new_stream``)
+        # sampling, gather with assembly, and group staging (``GroupReuse``):
+        # the loader's own three streams, not new ones a pass (torch hands
+        # streams out round robin from a pool of 32 per GPU: new ones each
+        # pass soon came back as those of another loader's producer), never
+        # a capture's (``new_stream``)
         if loader._streams is None:
-            loader._streams = (new_stream(loader.device, owner=loader), new_stream(loader.device, owner=loader))
-        self.stream, self.gather_stream = loader._streams
+            loader._streams = tuple(new_stream(loader.device, owner=loader) for _ in range(3))
+        self.stream, self.gather_stream, self.staging_stream = loader._streams
         self.consumer = torch.cuda.current_stream(loader.device)
         self.thread = threading.Thread(target=self._produce, daemon=True)
         self.thread.start()
@@ -978,8 +1009,12 @@ class _Prefetcher:
             # for them once, here, not per batch, or every batch would also
             # wait for the training steps queued behind them.
             self.stream.wait_stream(self.consumer)
-            with torch.cuda.stream(self.stream):
-                for batch in self.loader._batches(self.batches, self.gather_stream):
+            # closed here, on a stop too: its end (the group staging's
+            # release) is queued before the consumer fences its streams
+            with torch.cuda.stream(self.stream), \
+                    contextlib.closing(self.loader._batches(self.batches, self.gather_stream,
+                                                            self.staging_stream)) as batches:
+                for batch in batches:
                     if self.stop.is_set():
                         return
                     ready = torch.cuda.Event()
@@ -1030,5 +1065,5 @@ class _Prefetcher:
             # next batches cannot overlap it in the sampler's id map and buffers
             # (and the stream of the last batch asked for, if another)
             for stream in dict.fromkeys((self.consumer, consumer)):
-                stream.wait_stream(self.stream)
-                stream.wait_stream(self.gather_stream)
+                for producer in (self.stream, self.gather_stream, self.staging_stream):
+                    stream.wait_stream(producer)
