@@ -213,7 +213,9 @@ def parse_args():
                         "allocator.PICK_COST (bytes a list sector is charged; default: one row), then the first again")
     p.add_argument("--host-loaders", nargs="*", default=[],
                    help="with --parts host: the defaults with each of these loader keyword sets (JSON, "
-                        "e.g. '{\"super_batch\": 8, \"reuse\": \"group\"}'; '{}': the defaults), then the first again")
+                        "e.g. '{\"super_batch\": 8, \"reuse\": \"group\"}'; '{}': the defaults; a key \"module.NAME\" "
+                        "sets that constant of tritongnn.module, e.g. \"kernels.gather.UVA_SMS_PER_PROGRAM\"), "
+                        "then the first again")
     p.add_argument("--commit", default=None)
     p.add_argument("--from-rows", nargs="+", default=None,
                    help="run nothing: make the record of runs cut short from their .rows files")
@@ -920,6 +922,7 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         settings = [(f"defaults, {name} id map", *default, switch, adam, most)
                     for name, most in (("hash", 0), ("direct", direct_max), ("hash (again)", 0))]
     stored = [None] * len(settings)  # feature_dtype of each setting's loaders (None: --feature-dtype)
+    constants = [{}] * len(settings)  # module constants of each setting (--host-loaders)
     if args.host_feature_dtype:  # the defaults with float32 features, narrower ones, float32 again
         wide = args.feature_dtype or "float32"
         names = [wide, args.host_feature_dtype, wide + " (again)"]
@@ -934,12 +937,21 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
     added = [{}] * len(settings)  # loader keywords of each setting on top of RECOMMENDED
     if args.host_loaders:  # the defaults with each keyword set, then the first again
         added = [json.loads(k) for k in args.host_loaders + args.host_loaders[:1]]
+        # keys "module.NAME" set a constant of tritongnn.<module> for that setting's runs
+        constants = [{k: v for k, v in a.items() if "." in k} for a in added]
+        added = [{k: v for k, v in a.items() if "." not in k} for a in added]
         settings = [(f"defaults, {json.dumps(k, sort_keys=True)}{' (again)' * (i == len(added) - 1)}", *default,
                      switch, adam, direct_max) for i, k in enumerate(added)]
         stored, costs = [args.feature_dtype] * len(settings), [pick_cost] * len(settings)
     prepared = None
-    for (name, known, keys, sizes, interval, optimizer_kind, most), dtype, cost, more in zip(settings, stored, costs,
-                                                                                            added):
+    for (name, known, keys, sizes, interval, optimizer_kind, most), dtype, cost, more, consts in zip(
+            settings, stored, costs, added, constants):
+        kept = {}
+        for key, value in consts.items():
+            module, attr = key.rsplit(".", 1)
+            module = importlib.import_module(f"tritongnn.{module}")
+            kept[key] = (module, attr, getattr(module, attr))
+            setattr(module, attr, value)
         aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = known, keys, sizes
         id_map_module.DIRECT_MAX_BYTES = most
         allocator.PICK_COST = cost
@@ -948,7 +960,8 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         dtype = dtype or args.feature_dtype
         extra = dict(known_order=known, graph_keys_max=keys, pinned_sizes=sizes is default[2],
                      switch_interval=interval, adam=args.adam, direct_id_map_max_bytes=most,
-                     feature_dtype=dtype or "float32", pick_cost=cost, **({"added": more} if more else {}))
+                     feature_dtype=dtype or "float32", pick_cost=cost, **({"added": more} if more else {}),
+                     **({"constants": consts} if consts else {}))
         for budget in args.budgets_gb:
             tag = f"{budget:g} GB" if budget else "no budget"
             _, loader, model, optimizer = ours(
@@ -964,6 +977,8 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         emit(dict(part="host", model="sage", name=f"model alone, {name}", library="tritongnn",
                   **time_alone(model, optimizer, prepared, args, per_epoch, device), **extra))
         del model, optimizer
+        for module, attr, value in kept.values():
+            setattr(module, attr, value)
     aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = default
     id_map_module.DIRECT_MAX_BYTES = direct_max
     allocator.PICK_COST = pick_cost
