@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 settings.register_profile("interpreter", max_examples=12, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                  HealthCheck.function_scoped_fixture])
-settings.register_profile("gpu", max_examples=150, deadline=None,
+settings.register_profile("gpu", max_examples=150, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 settings.load_profile("gpu" if torch.cuda.is_available() else "interpreter")
 
