@@ -389,8 +389,9 @@ def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch, str
     # a loop may run its model under a stream of its own (torch.cuda.stream):
     # each prefetched batch's ready event is waited for on the stream current
     # when the batch is asked for, not the one current when the pass began;
-    # when the pass ends both wait for the producer's streams, which are the
-    # loader's own, made once (not two a pass). CUDA's stream calls are faked
+    # when the pass ends both wait for the producer's streams (sampling,
+    # gather, staging), which are the loader's own, made once (not three a
+    # pass). CUDA's stream calls are faked
     # (this runs on CPU too)
     from tritongnn.sampling.loader import _Prefetcher
 
@@ -401,7 +402,7 @@ def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch, str
     class Loader:
         device, prefetch, _streams = torch.device("cuda", 0), 2, None
 
-        def _batches(self, batches, gather_stream):
+        def _batches(self, batches, gather_stream, staging_stream):
             yield from batches
 
     start, own = FakeStream("cuda:0", -1, "pass start"), FakeStream("cuda:0", -2, "the loop's")
@@ -413,7 +414,7 @@ def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch, str
     loader = Loader()
     batches = [Data(n_id=torch.arange(3)), Data(n_id=torch.arange(4))]
     prefetcher = _Prefetcher(loader, batches)
-    sampling, gather = prefetcher.stream, prefetcher.gather_stream
+    sampling, gather, staging = prefetcher.stream, prefetcher.gather_stream, prefetcher.staging_stream
     iterator = iter(prefetcher)
     first = next(iterator)
     current["stream"] = own  # the loop switches streams between batches
@@ -426,10 +427,11 @@ def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch, str
     with pytest.raises(StopIteration):
         next(iterator)
     for stream in (start, own):
-        assert stream.waited[-2:] == [sampling, gather], stream.name
+        assert stream.waited[-3:] == [sampling, gather, staging], stream.name
     drawn = stream_pool.drawn[0]
-    again = _Prefetcher(loader, batches)  # the next pass: the same two streams
-    assert (again.stream, again.gather_stream) == (sampling, gather) and stream_pool.drawn[0] == drawn == 2
+    again = _Prefetcher(loader, batches)  # the next pass: the same three streams
+    assert (again.stream, again.gather_stream, again.staging_stream) == (sampling, gather, staging)
+    assert stream_pool.drawn[0] == drawn == 3
     assert len(list(again)) == 2
 
 

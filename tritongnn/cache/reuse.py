@@ -7,6 +7,11 @@ previous batch's feature rows (its own copy: the training loop may modify
 static cache to its row there, or -1. The gather kernel reads a row from the
 static cache, else the dynamic cache, else the previous batch, else host
 memory, in one launch. One previous batch at most is resident.
+
+Group staging (``GroupReuse``, ``reuse="group"``) generalises it: the
+distinct host rows of a whole group of batches are read once, sorted by
+host row, into a staging buffer that takes the previous batch's place in
+the gather; the next group is staged while this one's batches are gathered.
 """
 from __future__ import annotations
 

@@ -205,8 +205,13 @@ class NeighborLoader:
             batches are the same either way): ``True``, the previous batch's
             rows (FastGL's match-reuse); ``"group"``, every row a group of
             batches needs (the ``reorder_group``, else the ``super_batch``)
-            is read once, into a staging buffer of the group's distinct host
-            rows; ``False``: off.
+            is read once, sorted by host row (a group's misses share UVA
+            pages), into a staging buffer of the group's distinct host rows;
+            the next group is staged while this one's batches are gathered
+            (two buffers in GPU memory), which pays with a deeper
+            ``prefetch`` (measured at ogbn-papers100M scale, 24 GB budget:
+            ``super_batch=16, prefetch=8`` an epoch 1.6x faster, for 85 GB
+            of peak GPU memory against 39-50); ``False``: off.
         reorder_group: sample this many batches, then gather them in the
             order that makes each follow the one it shares most nodes with
             (FastGL's match-reorder, ``tritongnn.cache.reorder``); 1: off.
