@@ -117,6 +117,25 @@ def test_group_reuse_stages_ahead_and_releases_with_the_pass(device):
         assert staging_is_released(loader)
 
 
+def test_group_reuse_left_mid_group_finishes_its_group_before_the_release(monkeypatch):
+    # a loop leaving at a group's first batch: that group's gathers are
+    # marked issued (``finish``: the event the release waits for on the GPU)
+    # before the buffers are released, not after, nor never
+    data = skewed_data()
+    loader = NeighborLoader(data, [3, 2], batch_size=32, placement="host", super_batch=2, reuse="group",
+                            shuffle=True, seed=5, input_nodes=data.train_mask)
+    calls = []
+    for name in ("use", "finish", "release"):
+        method = getattr(loader.reuse, name)
+        monkeypatch.setattr(loader.reuse, name,
+                            lambda *a, _name=name, _method=method: (calls.append(_name), _method(*a))[1])
+    for i, _ in enumerate(loader):
+        if i == 2:  # the first batch of the second group
+            break
+    assert calls == ["use", "finish", "use", "finish", "release"]
+    assert staging_is_released(loader)
+
+
 def test_group_reuse_after_static_and_dynamic_caches(device):
     data = skewed_data()
     args = dict(num_neighbors=[3, 2], batch_size=64, placement="host", profile_epochs=1, reorder_group=3,

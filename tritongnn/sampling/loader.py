@@ -826,10 +826,12 @@ class NeighborLoader:
         if staged is not None:
             self._use(staged, gather_stream)
         nodes = [item[1].node for item in group]
-        for j in (self.reorder.order(nodes) if self.reorder is not None else range(len(group))):
-            yield self._finish(*group[j], gather_stream)
-        if staged is not None:
-            self.reuse.finish(staged, gather_stream)
+        try:
+            for j in (self.reorder.order(nodes) if self.reorder is not None else range(len(group))):
+                yield self._finish(*group[j], gather_stream)
+        finally:  # a pass left mid-group too: the release waits for the gathers issued
+            if staged is not None:
+                self.reuse.finish(staged, gather_stream)
 
     def _sampled(self, batches):
         """``(input_id, SamplerOutput, start, sampled, share)`` of each batch
