@@ -166,9 +166,9 @@ class CacheStats:
         self._rows += node.numel()
         self._lists += num_expanded
 
-    def record_staged(self, rows: torch.Tensor) -> None:
-        """Count ``rows`` (a device scalar) read from host memory into a
-        group's staging buffer (``GroupReuse``)."""
+    def record_staged(self, rows: int) -> None:
+        """Count ``rows`` read from host memory into a group's staging
+        buffer (``GroupReuse``)."""
         self._counts[5] += rows
 
     def as_dict(self) -> dict:

@@ -78,15 +78,14 @@ class _Staging:
     def __init__(self, size: int, device):
         self.slot = torch.full((size,), -1, dtype=torch.int32, device=device)
         self.rows = None
-        self.staged = None  # the staged nodes (internal ids, sorted)
-        self.count = None  # their number (a device scalar)
+        self.staged = None  # the staged nodes (internal ids, sorted): their rows are read from host
         self.ready = None  # staging stream: rows and slots written
         self.done = None  # gather stream: every gather that reads them issued before it
 
     def release(self, num_static: int) -> None:
         if self.staged is not None:
             self.slot[self.staged - num_static] = -1
-        self.staged = self.rows = self.count = None
+        self.staged = self.rows = None
 
 
 class GroupReuse:
@@ -128,8 +127,8 @@ class GroupReuse:
         """Gather the distinct rows of ``nodes`` (internal ids of each batch
         of a group) that no cache holds, from ``table`` (in the user's ids
         with ``row_map``, as ``gather_rows`` reads it), into the buffer the
-        group before last used; returns it (``count``: the host rows read,
-        a device scalar). The ids are found on the current stream; the rows
+        group before last used; returns it (``staged``: the nodes whose
+        rows were read from host memory). The ids are found on the current stream; the rows
         are read on ``stream`` (None: the current one), which first waits
         for them and for the buffer's last gathers."""
         from ..kernels import gather_rows
@@ -153,7 +152,6 @@ class GroupReuse:
             buf.slot[staged - self.num_static] = torch.arange(staged.numel(), dtype=torch.int32,
                                                               device=staged.device)
             buf.staged = staged
-            buf.count = torch.tensor(staged.numel(), dtype=torch.int64, device=staged.device)
             if stream is not None:
                 buf.ready = torch.cuda.Event()
                 buf.ready.record(stream)

@@ -864,7 +864,7 @@ class NeighborLoader:
         self.reuse.use(staged, gather_stream)
         if self.host_stats is not None:
             with torch.cuda.stream(gather_stream) if gather_stream is not None else contextlib.nullcontext():
-                self.host_stats.record_staged(staged.count)
+                self.host_stats.record_staged(staged.staged.numel())
 
     def _on_gather_stream(self, fn, gather_stream, tensors):
         """``fn(tensors)`` on ``gather_stream`` (after the current stream's
