@@ -81,7 +81,8 @@ def main():
                         block, warps = sample_grouped._launch_settings(fanout_pad, d_max, stage)
                         variants.append((f"grouped[{nodes}] d_max={d_max}", sample_grouped._grouped_kernel,
                                          dict(arrays, order="*i64", num_full="*i64"),
-                                         dict(FANOUT=fanout, FANOUT_PAD=fanout_pad, D_MAX=d_max, STAGE=stage,
+                                         dict(FANOUT=fanout, FANOUT_PAD=fanout_pad, D_MAX=d_max,
+                                              TILE=max(d_max, fanout_pad), STAGE=stage,
                                               REPLACE=False, WRITE_EID=True, TIERED=tiered, NODES=nodes),
                                          block, warps))
                 for name, fn, signature, constants, block, warps in variants:

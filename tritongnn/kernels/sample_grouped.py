@@ -83,9 +83,9 @@ def _grouped_tile(
     out_src, out_dst, out_eid, seed, num_hot_edges,
     i_n,   # [BN] int64 frontier positions of the tile's nodes
     m_n,   # [BN] which of them are real
-    FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr, D_MAX: tl.constexpr, STAGE: tl.constexpr,
-    REPLACE: tl.constexpr, WRITE_EID: tl.constexpr, TIERED: tl.constexpr, FULL_ONLY: tl.constexpr,
-    BLOCK_NODES: tl.constexpr,
+    FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr, D_MAX: tl.constexpr, TILE: tl.constexpr,
+    STAGE: tl.constexpr, REPLACE: tl.constexpr, WRITE_EID: tl.constexpr, TIERED: tl.constexpr,
+    FULL_ONLY: tl.constexpr, BLOCK_NODES: tl.constexpr,
 ):
     b_start = tl.load(row_start + i_n, mask=m_n, other=0)  # [BN]
     b_deg = tl.load(degree + i_n, mask=m_n, other=0)
@@ -96,11 +96,12 @@ def _grouped_tile(
     if STAGE:
         # Every row that fits the tile, in one coalesced load issued before
         # the draws: it needs no random number, so its latency overlaps them.
-        o_d = tl.arange(0, D_MAX)  # [D]
+        # The tile is TILE >= FANOUT_PAD wide; lanes past the degree load nothing.
+        o_d = tl.arange(0, TILE)  # [T]
         m_stage = m_n & (b_deg <= D_MAX)  # [BN]
-        m_row = m_stage[:, None] & (o_d[None, :] < b_deg[:, None])  # [BN, D]
+        m_row = m_stage[:, None] & (o_d[None, :] < b_deg[:, None])  # [BN, T]
         b_row = _load_tiered(hot_indices, indices, b_start[:, None] + o_d[None, :], num_hot_edges,
-                             m_row, TIERED)  # [BN, D]
+                             m_row, TIERED)  # [BN, T]
 
     if FULL_ONLY:  # every node has degree <= fanout: copy its row
         b_pick = tl.broadcast_to(o_j[None, :], (BLOCK_NODES, FANOUT_PAD))  # [BN, FP]
@@ -148,7 +149,8 @@ def _grouped_kernel(
     num_hot_edges,   # CSC positions < num_hot_edges are read from hot_indices
     FANOUT: tl.constexpr,
     FANOUT_PAD: tl.constexpr,  # next power of two >= FANOUT
-    D_MAX: tl.constexpr,       # staged row width, a power of two
+    D_MAX: tl.constexpr,       # rows of degree <= D_MAX are staged (a power of two)
+    TILE: tl.constexpr,        # staged tile width, max(D_MAX, FANOUT_PAD): see ``launch_grouped``
     STAGE: tl.constexpr,       # stage rows of degree <= D_MAX (False: read every pick from memory)
     REPLACE: tl.constexpr,
     WRITE_EID: tl.constexpr,
@@ -166,8 +168,8 @@ def _grouped_kernel(
         m_n = (i_k < bound) & (i_k < num_valid)
         i_n = tl.load(order + i_k, mask=m_n, other=0)
         _grouped_tile(indices, hot_indices, frontier_local, row_start, degree, offsets, out_src, out_dst,
-                      out_eid, seed, num_hot_edges, i_n, m_n, FANOUT, FANOUT_PAD, D_MAX, STAGE, REPLACE,
-                      WRITE_EID, TIERED, False, BLOCK_NODES)
+                      out_eid, seed, num_hot_edges, i_n, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE,
+                      REPLACE, WRITE_EID, TIERED, False, BLOCK_NODES)
     else:
         # order[:num_full] holds the full nodes, order[num_full:num_valid]
         # the random ones; the grid covers ``bound`` slots for either part,
@@ -184,7 +186,7 @@ def _grouped_kernel(
             i_n = tl.load(order + i_k, mask=m_n, other=0)
             _grouped_tile(indices, hot_indices, frontier_local, row_start, degree, offsets, out_src,
                           out_dst, out_eid, seed, num_hot_edges, i_n, m_n, FANOUT, FANOUT_PAD, D_MAX,
-                          STAGE, REPLACE, WRITE_EID, TIERED, NODES == "full", BLOCK_NODES)
+                          TILE, STAGE, REPLACE, WRITE_EID, TIERED, NODES == "full", BLOCK_NODES)
 
 
 def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int]:
@@ -246,8 +248,13 @@ def launch_grouped(indices, hot_indices, frontier_local, classified, num_frontie
     row_start, degree, offsets = classified.row_start, classified.degree, classified.offsets
     bound = row_start.numel()
     fanout_pad = next_power_of_2(fanout)
-    common = dict(FANOUT=fanout, FANOUT_PAD=fanout_pad, D_MAX=d_max, REPLACE=replace,
-                  WRITE_EID=return_eid, TIERED=tiered)
+    # The staged tile is at least as wide as the picks gathered from it:
+    # Triton 3.6 fails to compile ``tl.gather`` from a [BN, D_MAX] tile into
+    # a wider [BN, FANOUT_PAD] one (an assertion in its thread-locality pass,
+    # seen at fanout 5, d_max 1 with replacement), and lanes past a row's
+    # degree load nothing, so the wider tile reads no more.
+    common = dict(FANOUT=fanout, FANOUT_PAD=fanout_pad, D_MAX=d_max, TILE=max(d_max, fanout_pad),
+                  REPLACE=replace, WRITE_EID=return_eid, TIERED=tiered)
     arrays = (indices, hot_indices, frontier_local, row_start, degree, offsets, num_frontier)
     outputs = (src, dst, eid, bound, seed, num_hot_edges)
     if not split or replace:
