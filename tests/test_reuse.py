@@ -1,9 +1,13 @@
 """Match-reuse: rows of the previous batch copied on the GPU, never a
 different batch, fewer host reads."""
+import itertools
+
 import pytest
 import torch
 
 from tritongnn import NeighborLoader
+from tritongnn.sampling import loader as loader_module
+from tritongnn.sampling.loader import staging_group_sizes
 
 from test_cache_dynamic import skewed_data
 from test_cache_loader import epoch, row_bytes
@@ -77,13 +81,50 @@ def test_group_reuse_reads_each_host_row_once_per_group(device, group):
     _, plain = epoch(data, device=device, **args)
     loader, grouped = epoch(data, device=device, reuse="group", **args)
     assert_same_batches(plain, grouped)
-    distinct = sum(torch.unique(torch.cat([b.n_id for b in grouped[i:i + 4]])).numel()
-                   for i in range(0, len(grouped), 4))
+    # a reorder's groups are its own; super-batches' last ones are halved
+    sizes = whole_groups(len(grouped), 4) if "reorder_group" in group else staging_group_sizes(len(grouped), 4)
+    ends = itertools.accumulate(sizes)
+    distinct = sum(torch.unique(torch.cat([b.n_id for b in grouped[end - size:end]])).numel()
+                   for size, end in zip(sizes, ends))
     s = loader.stats
     assert s["staged_rows"] == distinct
     assert s["feature_rows_from_host"] == distinct < s["feature_rows"]
     previous, _ = epoch(data, device=device, reuse=True, **args)
     assert s["feature_bytes_from_host"] < previous.stats["feature_bytes_from_host"]
+
+
+def whole_groups(num_batches, group):
+    return [group] * (num_batches // group) + [num_batches % group] * (num_batches % group > 0)
+
+
+def test_staging_group_sizes_halve_the_last_groups():
+    # full groups, then each group half of the batches left: the pass's
+    # last steps, which no staging overlaps, are one batch's
+    assert staging_group_sizes(150, 16) == [16] * 8 + [11, 6, 3, 1, 1]
+    assert staging_group_sizes(16, 16) == [8, 4, 2, 1, 1]
+    assert staging_group_sizes(32, 16) == [16, 8, 4, 2, 1, 1]
+    assert staging_group_sizes(10, 4) == [4, 3, 2, 1]
+    assert staging_group_sizes(1, 16) == [1]
+    assert staging_group_sizes(5, 1) == [1] * 5
+    assert staging_group_sizes(0, 4) == []
+
+
+def test_group_reuse_stages_the_last_groups_halved(monkeypatch):
+    # the loader stages the groups staging_group_sizes gives, and whole
+    # super-batches with the halving off
+    data = skewed_data()
+    loader = NeighborLoader(data, [3, 2], batch_size=128, placement="host", super_batch=4, reuse="group")
+    staged = []
+    stage = loader.reuse.stage
+    monkeypatch.setattr(loader.reuse, "stage", lambda table, nodes, *a: (staged.append(len(nodes)),
+                                                                         stage(table, nodes, *a))[1])
+    num_batches = sum(1 for _ in loader)
+    assert num_batches == len(loader) >= 8
+    assert staged == staging_group_sizes(num_batches, 4) != whole_groups(num_batches, 4)
+    monkeypatch.setattr(loader_module, "HALVE_LAST_GROUPS", False)
+    staged.clear()
+    assert sum(1 for _ in loader) == num_batches
+    assert staged == whole_groups(num_batches, 4)
 
 
 def staging_is_released(loader):
