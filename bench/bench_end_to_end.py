@@ -88,7 +88,8 @@ PyG's loader derives them from the batch's hop-ordered edges in its
 workers (``bench_loader.hop_counts``; untrimmed, PyG's GAT asked for more
 than the H200's 141 GB at batch 8000). Every tritongnn
 configuration runs ``--warmup`` batches, then times
-``--batches`` batches (0: one whole epoch) and scales to the epoch; its row
+``--batches`` batches (0: the rest of that epoch) and scales to the epoch
+(``--epochs N``: N whole passes timed instead, each pass's start included); its row
 gives seconds per epoch, the split (sampling, gather, model, waiting for
 batches), hit rates and host bytes (``loader.stats``).
 
@@ -167,7 +168,10 @@ def parse_args():
     p.add_argument("--matmul-precision", default="high", choices=["highest", "high", "medium"],
                    help="torch.set_float32_matmul_precision for every row (high: TF32 matmuls)")
     p.add_argument("--warmup", type=int, default=8, help="batches before timing")
-    p.add_argument("--batches", type=int, default=0, help="batches timed (0: a whole epoch)")
+    p.add_argument("--batches", type=int, default=0, help="batches timed (0: the rest of the warm-up's epoch)")
+    p.add_argument("--epochs", type=int, default=0,
+                   help="time this many whole passes instead of --batches, each from iter() to its last "
+                        "step: a pass's start (sampling and staging the first batches) counted too")
     p.add_argument("--alone-repeats", type=int, default=5,
                    help="the model alone: windows of --batches steps timed, the median taken")
     # a batch's features are ~2 GB here: 16 workers x 2 prefetched batches would
@@ -334,7 +338,10 @@ def our_loader(data, graph, args, device, batch_size=None, num_neighbors=None, *
 
 def time_epoch(loader, args, device, step=None) -> dict:
     """Seconds per epoch of ``loader`` (with ``step`` on each batch): the
-    warm-up, then ``--batches`` timed (0: the rest of an epoch), scaled."""
+    warm-up, then ``--batches`` timed (0: the rest of an epoch), scaled; with
+    ``--epochs``, whole passes (``time_passes``)."""
+    if getattr(args, "epochs", 0):
+        return time_passes(loader, args, device, step)
     per_epoch = len(loader)
     warm = max(1, min(args.warmup, per_epoch - 1))  # at least one: compilation, first captures
     timed = max(1, per_epoch - warm) if not args.batches else args.batches  # (1 batch an epoch: the next's)
@@ -374,6 +381,40 @@ def time_epoch(loader, args, device, step=None) -> dict:
                 # to ``prefetch`` batches ahead of them)
                 split={k: window[k] for k in split_keys},
                 # (the epoch's rates so far, warm-up batches included)
+                hits={k: stats[k] for k in ("feature_hit_rate", "adjacency_hit_rate", "static_feature_hit_rate",
+                                            "dynamic_feature_hit_rate") if k in stats},
+                host_gb_per_batch=window["host_bytes"] / GB / max(1, window["batches"])
+                if "host_bytes" in stats else None)
+
+
+def time_passes(loader, args, device, step=None) -> dict:
+    """Seconds per epoch of ``loader`` over ``--epochs`` whole passes, timed
+    from each ``iter()`` to its last step (after a warm-up pass left after
+    ``--warmup`` batches): what a training loop sees, a pass's start
+    included (its first batches sampled, and with group reuse its first
+    group staged, before any step can run), which a window of batches
+    inside an epoch leaves out. The split sums the passes' ``stats``."""
+    per_epoch = len(loader)
+    for done, batch in enumerate(loader, 1):
+        if step is not None:
+            step(batch)
+        if done >= args.warmup:
+            break
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(args.epochs):
+        for batch in loader:
+            if step is not None:
+                step(batch)
+    sync(device)
+    seconds = time.perf_counter() - start
+    # each pass's stats go to stats_history when the next one starts
+    passes = loader.stats_history[len(loader.stats_history) - args.epochs + 1:] + [loader.stats]
+    split_keys = ("sampling_seconds", "gather_seconds", "model_seconds", "wait_seconds", "batches")
+    window = {k: sum(p.get(k, 0) for p in passes) for k in split_keys + ("host_bytes",)}
+    stats = passes[-1]
+    return dict(epoch_seconds=seconds / args.epochs, epochs_timed=args.epochs, batches_timed=window["batches"],
+                batches_per_epoch=per_epoch, split={k: window[k] for k in split_keys},
                 hits={k: stats[k] for k in ("feature_hit_rate", "adjacency_hit_rate", "static_feature_hit_rate",
                                             "dynamic_feature_hit_rate") if k in stats},
                 host_gb_per_batch=window["host_bytes"] / GB / max(1, window["batches"])
@@ -570,7 +611,7 @@ def main():
     settings = dict(nodes=num_nodes, edges=graph["indices"].numel(), features=args.features, classes=args.classes,
                     train=graph["train"].numel(), val=graph["val"].numel(), test=graph["test"].numel(),
                     num_neighbors=args.num_neighbors, batch_size=args.batch_size, hidden=args.hidden, adam=args.adam,
-                    budgets_gb=args.budgets_gb, warmup=args.warmup, batches=args.batches,
+                    budgets_gb=args.budgets_gb, warmup=args.warmup, batches=args.batches, epochs=args.epochs,
                     matmul_precision=args.matmul_precision, feature_dtype=args.feature_dtype or "float32",
                     graph=f"{graph['how']} in {graph['seconds']:.1f} s (generated in "
                           f"{graph['generation_seconds']:.1f} s; {graph['path']})",
@@ -936,12 +977,12 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         stored = [args.feature_dtype] * len(settings)
     added = [{}] * len(settings)  # loader keywords of each setting on top of RECOMMENDED
     if args.host_loaders:  # the defaults with each keyword set, then the first again
-        added = [json.loads(k) for k in args.host_loaders + args.host_loaders[:1]]
+        given = [json.loads(k) for k in args.host_loaders + args.host_loaders[:1]]
         # keys "module.NAME" set a constant of tritongnn.<module> for that setting's runs
-        constants = [{k: v for k, v in a.items() if "." in k} for a in added]
-        added = [{k: v for k, v in a.items() if "." not in k} for a in added]
-        settings = [(f"defaults, {json.dumps(k, sort_keys=True)}{' (again)' * (i == len(added) - 1)}", *default,
-                     switch, adam, direct_max) for i, k in enumerate(added)]
+        constants = [{k: v for k, v in a.items() if "." in k} for a in given]
+        added = [{k: v for k, v in a.items() if "." not in k} for a in given]
+        settings = [(f"defaults, {json.dumps(k, sort_keys=True)}{' (again)' * (i == len(given) - 1)}", *default,
+                     switch, adam, direct_max) for i, k in enumerate(given)]
         stored, costs = [args.feature_dtype] * len(settings), [pick_cost] * len(settings)
     prepared = None
     for (name, known, keys, sizes, interval, optimizer_kind, most), dtype, cost, more, consts in zip(
