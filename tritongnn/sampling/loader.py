@@ -991,7 +991,9 @@ def staging_group_sizes(num_batches: int, group: int) -> list[int]:
     the smaller the last group, the shorter that tail (16 steps of ~8 ms at
     ogbn-papers100M scale, one with halving), for little more read: each
     halved group is still staged while the one before it trains, and shares
-    fewer pages only across its few batches."""
+    fewer pages only across its few batches. Measured there (13bd853, whole
+    passes): 1.90 s an epoch against 1.92 s without, within noise; kept, as
+    the published numbers were measured with it."""
     sizes, left = [], num_batches
     while left > 0:
         size = group if left >= 2 * group else -(-left // 2)
