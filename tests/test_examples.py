@@ -115,8 +115,13 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     assert [(r["host_rows_first"], r["resolved_rows"]) for r in order] == \
         [(False, False), (True, False), (True, True)]  # the non-zero budget only
     ablation = [r for r in record["rows"] if r["part"] == "ablation"]
-    assert len(ablation) == 2 * 8 + 1 and all(r["epoch_seconds"] > 0 for r in ablation)
-    assert [r["loader"].get("feature_dtype") for r in ablation[6:8]] == [None, "torch.float16"]
+    assert len(ablation) == 2 * 9 + 1 and all(r["epoch_seconds"] > 0 for r in ablation)
+    # the line: its last exact step is FULL (group staging of 16), then float16; then the branches
+    assert {k: ablation[4]["loader"].get(k) for k in ("super_batch", "reuse")} == {"super_batch": 16, "reuse": "group"}
+    assert [r["loader"].get("feature_dtype") for r in ablation[4:6]] == [None, "torch.float16"]
+    assert [ablation[6]["loader"].get("dynamic_cache"), ablation[7]["loader"].get("reorder_group"),
+            ablation[8]["loader"].get("sample_kernel"), ablation[8]["loader"].get("super_batch")] == \
+        [True, 16, "grouped", None]
     assert {r["model"] for r in record["rows"] if r["part"] == "models"} == {"gcn", "gat"}
     accuracy = [r for r in record["rows"] if r["part"] == "accuracy"]
     assert [r["seeds"] for r in accuracy] == [[0]] and "accuracy  tritongnn, seed 0: " in stdout  # as it ends
@@ -129,14 +134,17 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
         assert len(row["windows_seconds"]) == 3 and row["epoch_seconds"] == sorted(row["windows_seconds"])[1]
     for row in ablation:  # the split counts the timed batches (and those prefetched ahead), not the warm-up
         assert row["split"]["batches"] >= 2 and all(v >= 0 for v in row["split"].values())
-    # Adam foreach (PyTorch's default), fused, foreach again
+    # Adam foreach (PyTorch's default), fused, foreach again; whole passes timed (--epochs)
     adam = tmp_path / "adam.json"
     run_bench("bench_end_to_end.py", [
         "--nodes", "3000", "--edges", "20000", "--classes", "8", "--train", "400", "--val", "100", "--test", "100",
-        "--batch-size", "64", "--num-neighbors", "4", "3", "--budgets-gb", "0", "--warmup", "1", "--batches", "2",
+        "--batch-size", "64", "--num-neighbors", "4", "3", "--budgets-gb", "0", "--warmup", "1", "--epochs", "2",
         "--parts", "host", "--host-adam", "--data-dir", str(tmp_path / "data"), "--out", str(adam)])
     rows = json.loads(adam.read_text().splitlines()[-1])["rows"]
     assert [r["adam"] for r in rows] == ["foreach", "foreach", "fused", "fused", "foreach", "foreach"]
+    passes = [r for r in rows if "epochs_timed" in r]  # each pass's batches, every one: 400 seeds by 64
+    assert len(passes) == 3 and all(r["epochs_timed"] == 2 and r["batches_per_epoch"] == 7 and
+                                    r["split"]["batches"] == r["batches_timed"] == 2 * 7 for r in passes)
     # float32 features, float16 ones, float32 again; hash id maps, direct ones, hash again
     from tritongnn.kernels import id_map
     for flags, key, want in ((["--host-feature-dtype", "float16"], "feature_dtype",
