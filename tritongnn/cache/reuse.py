@@ -15,8 +15,6 @@ the gather; the next group is staged while this one's batches are gathered.
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 
@@ -146,7 +144,7 @@ class GroupReuse:
             if buf.done is not None:
                 stream.wait_event(buf.done)
             staged.record_stream(stream)
-        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+        with torch.cuda.stream(stream):  # None: a no-op
             buf.release(self.num_static)
             buf.rows = gather_rows(table, staged, row_map=row_map, validate=False)
             buf.slot[staged - self.num_static] = torch.arange(staged.numel(), dtype=torch.int32,
@@ -194,7 +192,7 @@ class GroupReuse:
             for buf in self._buffers:
                 if buf.done is not None:
                     stream.wait_event(buf.done)
-        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+        with torch.cuda.stream(stream):  # None: a no-op
             for buf in self._buffers:
                 buf.release(self.num_static)
         self.current = None

@@ -868,7 +868,7 @@ class NeighborLoader:
         batches' counts are kept."""
         self.reuse.use(staged, gather_stream)
         if self.host_stats is not None:
-            with torch.cuda.stream(gather_stream) if gather_stream is not None else contextlib.nullcontext():
+            with torch.cuda.stream(gather_stream):  # None: a no-op
                 self.host_stats.record_staged(staged.staged.numel())
 
     def _on_gather_stream(self, fn, gather_stream, tensors):
