@@ -339,6 +339,22 @@ def our_loader(data, graph, args, device, batch_size=None, num_neighbors=None, *
                           device=device, **kwargs)
 
 
+# the loader's stats a row splits and sums over its timed batches
+SPLIT_KEYS = ("sampling_seconds", "gather_seconds", "model_seconds", "wait_seconds", "batches")
+COUNTED = SPLIT_KEYS + ("host_bytes",)
+
+
+def loader_counts(window: dict, stats: dict) -> dict:
+    """A row's ``split``, ``hits`` and ``host_gb_per_batch``: ``window``
+    the ``COUNTED`` stats summed over the timed batches, ``stats`` the
+    loader's last (for its hit rates)."""
+    return dict(split={k: window[k] for k in SPLIT_KEYS},
+                hits={k: stats[k] for k in ("feature_hit_rate", "adjacency_hit_rate", "static_feature_hit_rate",
+                                            "dynamic_feature_hit_rate") if k in stats},
+                host_gb_per_batch=window["host_bytes"] / GB / max(1, window["batches"])
+                if "host_bytes" in stats else None)
+
+
 def time_epoch(loader, args, device, step=None) -> dict:
     """Seconds per epoch of ``loader`` (with ``step`` on each batch): the
     warm-up, then ``--batches`` timed (0: the rest of an epoch), scaled; with
@@ -348,8 +364,6 @@ def time_epoch(loader, args, device, step=None) -> dict:
     per_epoch = len(loader)
     warm = max(1, min(args.warmup, per_epoch - 1))  # at least one: compilation, first captures
     timed = max(1, per_epoch - warm) if not args.batches else args.batches  # (1 batch an epoch: the next's)
-    split_keys = ("sampling_seconds", "gather_seconds", "model_seconds", "wait_seconds", "batches")
-    counted = split_keys + ("host_bytes",)
     done, start, end, before, banked = 0, None, None, None, {}
     while done < warm + timed:  # into the next epoch if --batches asks for more
         for batch in loader:
@@ -372,22 +386,18 @@ def time_epoch(loader, args, device, step=None) -> dict:
         else:
             if before is not None:  # an epoch ended in the window: bank its part, the next counts from zero
                 ended = loader.stats
-                for k in counted:
+                for k in COUNTED:
                     banked[k] = banked.get(k, 0) + ended.get(k, 0) - before.get(k, 0)
                 before = {}
     sync(device)
     seconds = end - start
     stats = loader.stats
-    window = {k: banked.get(k, 0) + stats.get(k, 0) - before.get(k, 0) for k in counted}
+    window = {k: banked.get(k, 0) + stats.get(k, 0) - before.get(k, 0) for k in COUNTED}
+    # the loader's counts over the timed batches (its producer runs up to
+    # ``prefetch`` batches ahead of them); hit rates the epoch's so far,
+    # warm-up batches included
     return dict(epoch_seconds=seconds * per_epoch / timed, batches_timed=timed, batches_per_epoch=per_epoch,
-                # the loader's counts over the timed batches (its producer runs up
-                # to ``prefetch`` batches ahead of them)
-                split={k: window[k] for k in split_keys},
-                # (the epoch's rates so far, warm-up batches included)
-                hits={k: stats[k] for k in ("feature_hit_rate", "adjacency_hit_rate", "static_feature_hit_rate",
-                                            "dynamic_feature_hit_rate") if k in stats},
-                host_gb_per_batch=window["host_bytes"] / GB / max(1, window["batches"])
-                if "host_bytes" in stats else None)
+                **loader_counts(window, stats))
 
 
 def time_passes(loader, args, device, step=None) -> dict:
@@ -413,15 +423,9 @@ def time_passes(loader, args, device, step=None) -> dict:
     seconds = time.perf_counter() - start
     # each pass's stats go to stats_history when the next one starts
     passes = loader.stats_history[len(loader.stats_history) - args.epochs + 1:] + [loader.stats]
-    split_keys = ("sampling_seconds", "gather_seconds", "model_seconds", "wait_seconds", "batches")
-    window = {k: sum(p.get(k, 0) for p in passes) for k in split_keys + ("host_bytes",)}
-    stats = passes[-1]
+    window = {k: sum(p.get(k, 0) for p in passes) for k in COUNTED}
     return dict(epoch_seconds=seconds / args.epochs, epochs_timed=args.epochs, batches_timed=window["batches"],
-                batches_per_epoch=per_epoch, split={k: window[k] for k in split_keys},
-                hits={k: stats[k] for k in ("feature_hit_rate", "adjacency_hit_rate", "static_feature_hit_rate",
-                                            "dynamic_feature_hit_rate") if k in stats},
-                host_gb_per_batch=window["host_bytes"] / GB / max(1, window["batches"])
-                if "host_bytes" in stats else None)
+                batches_per_epoch=per_epoch, **loader_counts(window, passes[-1]))
 
 
 def cache_split(loader) -> dict:
