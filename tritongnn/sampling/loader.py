@@ -804,15 +804,16 @@ class NeighborLoader:
             return
         # a group: the reorder's, else (group reuse alone) the super-batch
         group_size = self.reorder.group if self.reorder is not None else self.super_batch
-        if not isinstance(self.reuse, GroupReuse):
-            for group in iter(lambda: list(itertools.islice(sampled, group_size)), []):
-                yield from self._group(group, None, gather_stream)
-            return
-        if self.reorder is None and HALVE_LAST_GROUPS:
+        staging = isinstance(self.reuse, GroupReuse)
+        if staging and self.reorder is None and HALVE_LAST_GROUPS:
             sizes = staging_group_sizes(len(batches), group_size)
         else:  # the reorder's groups are its own
             sizes = itertools.repeat(group_size, -(-len(batches) // group_size))
         groups = (list(itertools.islice(sampled, size)) for size in sizes)
+        if not staging:
+            for group in groups:
+                yield from self._group(group, None, gather_stream)
+            return
         pending = None  # the group staged before this one, gathered once this one is staged
         try:
             for group in groups:
