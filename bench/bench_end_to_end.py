@@ -1088,16 +1088,22 @@ def plot(csv_path, rows, path):
     latest = {}
     for r in rows:
         if r.get("part") == "scaling" and r.get("axis"):
-            latest[r["axis"], str(r["value"])] = r  # a later run's point replaces an earlier one's
+            # a later run's point replaces an earlier one's; "8" and "8.0" are one point
+            value = r["value"] if r["axis"] == "fanouts" else float(r["value"])
+            latest[r["axis"], value] = dict(r, value=value)
     fig, panels = plt.subplots(1, 4, figsize=(16, 3.8))
     for axis, ax in zip(["batch_size", "width", "fanouts", "budget_gb"], panels):
         points = [r for (a, _), r in latest.items() if a == axis]
         if axis != "fanouts":
             points.sort(key=lambda r: float(r["value"]))
         ax.plot(range(len(points)), [r["epoch_seconds"] for r in points], marker="o")
-        ax.set_xticks(range(len(points)), [str(r["value"]) for r in points], rotation=20)
+        ax.set_xticks(range(len(points)), [f"{r['value']:g}" if axis != "fanouts" else r["value"]
+                                           for r in points], rotation=20)
         ax.set(title=f"epoch time vs {axis}", ylabel="seconds per epoch", ylim=(0, None))
         ax.grid(alpha=0.3)
+    commits = sorted({str(r.get("commit")) for r in latest.values()})
+    fig.suptitle("GraphSAGE with tritongnn's default loader (the run's --budgets-gb unless the axis is the "
+                 f"budget); commit {', '.join(commits)}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"wrote {path}")

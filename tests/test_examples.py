@@ -169,8 +169,9 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     assert assembled["gpu"] == "test GPU" and len(assembled["rows"]) == len(record["rows"])
     assert [r["epoch_seconds"] for r in assembled["rows"] if r["part"] == "ablation"] == \
         [r["epoch_seconds"] for r in ablation]
-    run_bench("bench_end_to_end.py", ["--plot-only", "--csv", str(table), "--ablation-png", str(tmp_path / "a.png")])
-    assert (tmp_path / "a.png").stat().st_size > 0
+    run_bench("bench_end_to_end.py", ["--plot-only", "--csv", str(table), "--ablation-png", str(tmp_path / "a.png"),
+                                      "--png", str(tmp_path / "s.png")])
+    assert (tmp_path / "a.png").stat().st_size > 0 and (tmp_path / "s.png").stat().st_size > 0
 
 
 def _bench_module(name):
