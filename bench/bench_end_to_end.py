@@ -104,14 +104,18 @@ Usage (GPU machine; PyG's baseline needs ../shared/wheels). Each call
 regenerates the topology unless the machine kept ``--data-dir`` (10 s on an
 H200) and the features (20-26 s), then runs its parts; rows append to the
 same JSON and CSV, and a call cut short keeps the rows it measured
-(``--out``'s ``.rows`` file; ``--from-rows`` makes their record)::
+(``--out``'s ``.rows`` file; ``--from-rows`` makes their record). The
+first call is the headline (~280 s: the default loader, group staging and
+PyG's loader in one run)::
 
     E2E="python bench/bench_end_to_end.py --out bench/results/end_to_end.json --csv bench/results/end_to_end.csv"
     PYG="--pyg-workers 0 12 --pyg-pin-memory 0 --pyg-batches 6"
-    $E2E --parts ablation pyg --budgets-gb 24 --epochs 1 --warmup 16 $PYG   # whole passes; not yet timed
-    $E2E --parts alone ablation --budgets-gb 0 --epochs 1 --warmup 16       # the no-budget column
+    $E2E --parts host pyg --budgets-gb 24 --epochs 1 --warmup 16 $PYG --host-loaders '{}' '{"super_batch": 16, "reuse": "group"}'
+    $E2E --parts host --budgets-gb 0 --epochs 1 --warmup 16 --host-loaders '{}'  # no budget, ~130 s
+    $E2E --parts ablation --budgets-gb 24 --epochs 1 --warmup 16            # ~250 s
+    $E2E --parts alone ablation --budgets-gb 0 --epochs 1 --warmup 16       # the no-budget column, ~250 s
     $E2E --parts alone models --budgets-gb 24 --batches 30 $PYG             # ~300 s
-    $E2E --parts scaling --budgets-gb 24 --batches 20 --png bench/results/end_to_end_scaling.png  # ~250 s
+    $E2E --parts scaling --budgets-gb 24 --batches 20 --warmup 16 --png bench/results/end_to_end_scaling.png  # ~300 s
     $E2E --parts accuracy --pyg-workers 12 --acc-steps 40
     $E2E --parts host profile --budgets-gb 0 24 --batches 30 --profile-trace /tmp/trace.json  # 270 s
     $E2E --plot-only --ablation-png bench/results/end_to_end_ablation.png   # the README's figure, from the CSV
@@ -507,8 +511,10 @@ def ablation_configs(budget_gb, all_bytes):
 RECOMMENDED = dict(placement="host")
 
 # The fastest exact configuration measured since (13bd853, 24 GB, whole
-# passes: 1.83 s against RECOMMENDED's 3.34-3.35 s in the same call), for
-# 76 GB of peak GPU memory against 39-50 GB: group staging of 16 batches.
+# passes: 1.83 s against RECOMMENDED's 3.34-3.35 s in the same call; 1.87
+# against 3.30-3.31 at eab7cfd), for 75-76 GB of peak GPU memory against
+# 39-50 GB: group staging of 16 batches. Only below the graph's size: with
+# no budget, nothing to stage, it took 1.30 s against 1.03-1.05 (eab7cfd).
 FULL = dict(RECOMMENDED, super_batch=16, reuse="group")
 
 
