@@ -47,9 +47,10 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   (``kernels/gather.py``), side by side; or, given ``--warm-gb``, the
   defaults with a warm copy of each size (``warm_budget``: the rows next in
   hotness after the GPU cache, packed in pinned host memory; 0: none).
-* ``profile``: torch.profiler over 5 steps of the recommended configuration
-  at each of ``--budgets-gb``: the top kernels by GPU time
-  (``--profile-trace``).
+* ``profile``: torch.profiler over ``--profile-steps`` steps of the
+  recommended configuration at each of ``--budgets-gb``, with each
+  ``--profile-loaders`` keyword set added in turn: the top kernels by GPU
+  time (``--profile-trace``).
 * ``host``: the host's share of a step, switched off and on in one run: the
   recommended configuration at each budget, and the model alone, with the
   aggregation checking every layer's edge order (a host sync each,
@@ -118,6 +119,7 @@ PyG's loader in one run)::
     $E2E --parts scaling --budgets-gb 24 --batches 20 --warmup 16 --png bench/results/end_to_end_scaling.png  # ~300 s
     $E2E --parts accuracy --pyg-workers 12 --acc-steps 40
     $E2E --parts host profile --budgets-gb 0 24 --batches 30 --profile-trace /tmp/trace.json  # 270 s
+    $E2E --parts profile --budgets-gb 0 --warmup 40 --profile-steps 40 --profile-loaders '{}' '{"super_batch": 16, "reuse": "group"}'
     $E2E --plot-only --ablation-png bench/results/end_to_end_ablation.png   # the README's figure, from the CSV
 
 The ratios to PyG's loader are computed within a run: give ``--parts pyg``
@@ -130,6 +132,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
+import itertools
 import json
 import os
 import statistics
@@ -205,6 +208,10 @@ def parse_args():
     p.add_argument("--png", default=None, help="the scaling figure")
     p.add_argument("--ablation-png", default=None, help="the ablation figure, with PyG's loader")
     p.add_argument("--profile-trace", default=None, help="with --parts profile: a Chrome trace here")
+    p.add_argument("--profile-steps", type=int, default=5, help="with --parts profile: training steps profiled")
+    p.add_argument("--profile-loaders", nargs="+", default=["{}"],
+                   help="with --parts profile: loader keyword sets (JSON) added to the recommended one, "
+                        "each profiled in turn")
     p.add_argument("--switch-intervals", type=float, nargs="*", default=[],
                    help="with --parts host: time the defaults at each of these sys.setswitchinterval "
                         "values (seconds), between two at Python's (0.005), instead of the settings")
@@ -923,16 +930,19 @@ def scaling(args, graph, all_bytes, ours):
          extra=dict(axis="width", value=args.features))
 
 
-def profile_steps(args, data, graph, all_bytes, device, steps=5):
-    """torch.profiler over ``steps`` training steps of the recommended
-    configuration at each of ``--budgets-gb`` after the warm-up: the kernels
-    of the loader's thread and the model's, by GPU time
-    (``--profile-trace``: a Chrome trace per budget as well, the budget in
-    its name)."""
+def profile_steps(args, data, graph, all_bytes, device):
+    """torch.profiler over ``--profile-steps`` training steps of the
+    recommended configuration, with each ``--profile-loaders`` keyword set
+    added, at each of ``--budgets-gb`` after the warm-up: the kernels of the
+    loader's thread and the model's, by GPU time (``--profile-trace``: a
+    Chrome trace of each as well, the budget and the set's number in its
+    name)."""
     from torch.profiler import ProfilerActivity, profile
-    for budget_gb in args.budgets_gb:
+    steps = args.profile_steps
+    for (index, added), budget_gb in itertools.product(enumerate(json.loads(k) for k in args.profile_loaders),
+                                                       args.budgets_gb):
         loader = our_loader(data, graph, args, device,
-                            **dict(RECOMMENDED, cache_budget=budget_bytes(budget_gb, all_bytes)))
+                            **{**RECOMMENDED, "cache_budget": budget_bytes(budget_gb, all_bytes), **added})
         model, optimizer = make_model("sage", "tritongnn", args, device)
         batches = cycle(loader)
         for _ in range(max(1, args.warmup)):
@@ -944,12 +954,12 @@ def profile_steps(args, data, graph, all_bytes, device, steps=5):
             for _ in range(steps):
                 train_step(model, optimizer, next(batches), trim=True)
             sync(device)
-        print(f"profile, {steps} steps, budget {budget_gb:g} GB (0: none)", flush=True)
+        print(f"profile, {steps} steps, budget {budget_gb:g} GB (0: none), loader keywords {added}", flush=True)
         print(prof.key_averages().table(sort_by="cuda_time_total" if cuda else "cpu_time_total", row_limit=40),
               flush=True)
         if args.profile_trace:
             root, ext = os.path.splitext(args.profile_trace)
-            path = f"{root}_{budget_gb:g}gb{ext or '.json'}"
+            path = f"{root}_{budget_gb:g}gb{f'_{index}' if index else ''}{ext or '.json'}"
             prof.export_chrome_trace(path)
             print(f"wrote {path}", flush=True)
         del loader, batches, model, optimizer

@@ -99,13 +99,15 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
         "--batches", "2", "--alone-repeats", "3", "--models", "gcn", "gat", "--acc-steps", "2", "--acc-val", "50",
         "--acc-seeds", "1",
         "--scaling-batch-sizes", "32", "--scaling-fanouts", "3,2", "--scaling-budgets-gb", "0.0001",
+        "--profile-steps", "3", "--profile-loaders", "{}", '{"super_batch": 2, "reuse": "group"}',
         "--data-dir", str(tmp_path / "data"), "--out", str(out), "--csv", str(table)])
     import json
     record = json.loads(out.read_text().splitlines()[-1])
     parts = {r["part"] for r in record["rows"]}
     # pyg: no torch-sparse here; profile prints a table, no rows
     assert parts == {"ablation", "models", "alone", "accuracy", "scaling", "gather_order", "host"}
-    assert stdout.count("Self CPU time total") == 2  # a profile per budget
+    assert stdout.count("Self CPU time total") == 4  # a profile per budget and keyword set
+    assert stdout.count("loader keywords {'super_batch': 2, 'reuse': 'group'}") == 2
     host = [r for r in record["rows"] if r["part"] == "host"]
     assert len(host) == 5 * 3  # each setting: two budgets and the model alone
     assert [(r["known_order"], r["pinned_sizes"]) for r in host[::3]] == \
