@@ -132,6 +132,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
+import importlib
 import itertools
 import json
 import os
@@ -211,7 +212,7 @@ def parse_args():
     p.add_argument("--profile-steps", type=int, default=5, help="with --parts profile: training steps profiled")
     p.add_argument("--profile-loaders", nargs="+", default=["{}"],
                    help="with --parts profile: loader keyword sets (JSON) added to the recommended one, "
-                        "each profiled in turn")
+                        "each profiled in turn; a key \"module.NAME\" sets a tritongnn constant, as --host-loaders")
     p.add_argument("--switch-intervals", type=float, nargs="*", default=[],
                    help="with --parts host: time the defaults at each of these sys.setswitchinterval "
                         "values (seconds), between two at Python's (0.005), instead of the settings")
@@ -523,6 +524,31 @@ RECOMMENDED = dict(placement="host")
 # 39-50 GB: group staging of 16 batches. Only below the graph's size: with
 # no budget, nothing to stage, it took 1.30 s against 1.03-1.05 (eab7cfd).
 FULL = dict(RECOMMENDED, super_batch=16, reuse="group")
+
+
+def keyword_sets(texts):
+    """``--host-loaders`` / ``--profile-loaders``: each JSON keyword set as
+    (loader keywords, module constants); a key "module.NAME" sets a
+    constant of ``tritongnn.<module>`` for that set's runs
+    (``set_constants``)."""
+    return [({k: v for k, v in given.items() if "." not in k}, {k: v for k, v in given.items() if "." in k})
+            for given in map(json.loads, texts)]
+
+
+def set_constants(constants: dict):
+    """Set each ``"module.NAME"`` of ``constants`` in ``tritongnn``; returns
+    what puts the values before back."""
+    kept = []
+    for key, value in constants.items():
+        module, attr = key.rsplit(".", 1)
+        module = importlib.import_module(f"tritongnn.{module}")
+        kept.append((module, attr, getattr(module, attr)))
+        setattr(module, attr, value)
+
+    def restore():
+        for module, attr, before in reversed(kept):
+            setattr(module, attr, before)
+    return restore
 
 
 # ----------------------------------------------------------------- PyG
@@ -939,8 +965,9 @@ def profile_steps(args, data, graph, all_bytes, device):
     name)."""
     from torch.profiler import ProfilerActivity, profile
     steps = args.profile_steps
-    for (index, added), budget_gb in itertools.product(enumerate(json.loads(k) for k in args.profile_loaders),
-                                                       args.budgets_gb):
+    for (index, (added, constants)), budget_gb in itertools.product(enumerate(keyword_sets(args.profile_loaders)),
+                                                                    args.budgets_gb):
+        restore = set_constants(constants)
         loader = our_loader(data, graph, args, device,
                             **{**RECOMMENDED, "cache_budget": budget_bytes(budget_gb, all_bytes), **added})
         model, optimizer = make_model("sage", "tritongnn", args, device)
@@ -954,7 +981,8 @@ def profile_steps(args, data, graph, all_bytes, device):
             for _ in range(steps):
                 train_step(model, optimizer, next(batches), trim=True)
             sync(device)
-        print(f"profile, {steps} steps, budget {budget_gb:g} GB (0: none), loader keywords {added}", flush=True)
+        print(f"profile, {steps} steps, budget {budget_gb:g} GB (0: none), loader keywords {added}"
+              + (f", constants {constants}" if constants else ""), flush=True)
         print(prof.key_averages().table(sort_by="cuda_time_total" if cuda else "cpu_time_total", row_limit=40),
               flush=True)
         if args.profile_trace:
@@ -963,6 +991,7 @@ def profile_steps(args, data, graph, all_bytes, device):
             prof.export_chrome_trace(path)
             print(f"wrote {path}", flush=True)
         del loader, batches, model, optimizer
+        restore()
         gc.collect()
 
 
@@ -970,7 +999,6 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
     """The ``host`` part (module docstring): each setting's epoch of the
     recommended configuration at every budget, and the model alone on 8
     prepared batches."""
-    import importlib
     aggregate_kernels = importlib.import_module("tritongnn.kernels.aggregate")  # the module, not the function
     sampler_module = importlib.import_module("tritongnn.sampling.sampler")
     id_map_module = importlib.import_module("tritongnn.kernels.id_map")
@@ -1017,22 +1045,15 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         stored = [args.feature_dtype] * len(settings)
     added = [{}] * len(settings)  # loader keywords of each setting on top of RECOMMENDED
     if args.host_loaders:  # the defaults with each keyword set, then the first again
-        given = [json.loads(k) for k in args.host_loaders + args.host_loaders[:1]]
-        # keys "module.NAME" set a constant of tritongnn.<module> for that setting's runs
-        constants = [{k: v for k, v in a.items() if "." in k} for a in given]
-        added = [{k: v for k, v in a.items() if "." not in k} for a in given]
-        settings = [(f"defaults, {json.dumps(k, sort_keys=True)}{' (again)' * (i == len(given) - 1)}", *default,
-                     switch, adam, direct_max) for i, k in enumerate(given)]
+        given = args.host_loaders + args.host_loaders[:1]
+        added, constants = map(list, zip(*keyword_sets(given)))
+        settings = [(f"defaults, {json.dumps(json.loads(k), sort_keys=True)}{' (again)' * (i == len(given) - 1)}",
+                     *default, switch, adam, direct_max) for i, k in enumerate(given)]
         stored, costs = [args.feature_dtype] * len(settings), [pick_cost] * len(settings)
     prepared = None
     for (name, known, keys, sizes, interval, optimizer_kind, most), dtype, cost, more, consts in zip(
             settings, stored, costs, added, constants):
-        kept = {}
-        for key, value in consts.items():
-            module, attr = key.rsplit(".", 1)
-            module = importlib.import_module(f"tritongnn.{module}")
-            kept[key] = (module, attr, getattr(module, attr))
-            setattr(module, attr, value)
+        restore = set_constants(consts)
         aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = known, keys, sizes
         id_map_module.DIRECT_MAX_BYTES = most
         allocator.PICK_COST = cost
@@ -1058,8 +1079,7 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         emit(dict(part="host", model="sage", name=f"model alone, {name}", library="tritongnn",
                   **time_alone(model, optimizer, prepared, args, per_epoch, device), **extra))
         del model, optimizer
-        for module, attr, value in kept.values():
-            setattr(module, attr, value)
+        restore()
     aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = default
     id_map_module.DIRECT_MAX_BYTES = direct_max
     allocator.PICK_COST = pick_cost

@@ -266,3 +266,19 @@ def test_end_to_end_split_counts_a_window_across_epochs():
                              torch.device("cpu"))
     assert per_epoch >= 3
     assert row["batches_timed"] == row["split"]["batches"] == 2 * per_epoch + 1
+
+
+def test_end_to_end_keyword_sets_split_loader_keywords_from_module_constants():
+    # --host-loaders / --profile-loaders: a key "module.NAME" sets a
+    # tritongnn constant for that set's runs, and is put back after
+    e2e = _bench_module("bench_end_to_end")
+    from tritongnn.sampling import loader as loader_module
+    sets = e2e.keyword_sets(['{}', '{"super_batch": 16, "reuse": "group", "sampling.loader.HALVE_LAST_GROUPS": false}'])
+    assert sets == [({}, {}), ({"super_batch": 16, "reuse": "group"}, {"sampling.loader.HALVE_LAST_GROUPS": False})]
+    before = loader_module.HALVE_LAST_GROUPS
+    restore = e2e.set_constants(sets[1][1])
+    try:
+        assert loader_module.HALVE_LAST_GROUPS is False
+    finally:
+        restore()
+    assert loader_module.HALVE_LAST_GROUPS is before
