@@ -515,7 +515,8 @@ def ablation_configs(budget_gb, all_bytes):
 # grouped sampler 9.17, super-batches 9.10): the dual cache alone. The seeds
 # here are uniform each epoch, so the profile leaves the dynamic cache no
 # drift to follow, and its 10 % of the budget serves fewer rows than it held.
-# The baseline every other part adds to, and what the loader does by default.
+# The baseline every other part adds to: the loader's defaults, with the
+# graph in pinned host memory.
 RECOMMENDED = dict(placement="host")
 
 # The fastest exact configuration measured since (13bd853, 24 GB, whole

@@ -211,8 +211,10 @@ class NeighborLoader:
             (two buffers in GPU memory; a pass's last groups halved,
             ``staging_group_sizes``). Measured at ogbn-papers100M scale
             with a 24 GB budget, whole passes: ``super_batch=16`` an epoch
-            1.83x faster (1.83 s), for 76 GB of peak GPU memory against
-            39-50 (``super_batch=8``: 69 GB, 1.85 s); ``False``: off.
+            in 1.83-1.87 s against 3.30-3.35 s, for 75-76 GB of peak GPU
+            memory against 39-50 (``super_batch=8``: 69 GB, 1.85 s). With
+            a budget that caches the whole graph there is nothing to stage,
+            and it was slower (1.30 s against 1.03-1.05 s); ``False``: off.
         reorder_group: sample this many batches, then gather them in the
             order that makes each follow the one it shares most nodes with
             (FastGL's match-reorder, ``tritongnn.cache.reorder``); 1: off.
