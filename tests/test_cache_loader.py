@@ -53,6 +53,25 @@ def test_cached_batches_equal_uncached(device, budget_rows):
         assert plan.feature_bytes + plan.adjacency_bytes <= budget_rows * row_bytes(data)
 
 
+@pytest.mark.parametrize("num_feature, num_adjacency", [(50, 50), (50, 20), (10, 50), (0, 0)])
+def test_cache_stats_count_whole_tiers_on_the_host_alike(num_feature, num_adjacency):
+    # a tier of every row (or list) is counted on the host, without its
+    # kernels: the same statistics as counting each read
+    from tritongnn.cache.dual import CacheStats
+    g = torch.Generator().manual_seed(2)
+    short, full = CacheStats(torch.device("cpu"), 512, num_nodes=50), CacheStats(torch.device("cpu"), 512)
+    for _ in range(3):
+        node = torch.randperm(50, generator=g)[:30]
+        col = torch.randint(0, 12, (40,), generator=g)
+        for stats in (short, full):
+            stats.record(node, col, [4, 8, 18], num_feature, num_adjacency, reused=torch.tensor(2))
+    assert short.as_dict() == full.as_dict()
+    if num_feature == 50:
+        assert short.as_dict()["feature_hit_rate"] == 1.0 and int(short._counts[0]) == 0  # none on the device
+    if num_adjacency == 50:
+        assert short.as_dict()["adjacency_hit_rate"] == 1.0 and int(short._counts[2]) == 0
+
+
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_host_features_stay_in_user_ids_uncopied(device, dynamic):
     # Rows the cache leaves in host memory are read where the user's table
