@@ -77,6 +77,41 @@ def test_aggregate_matches_scatter_forward_and_backward(device, block, reduce, w
             f"{name}: error {float((err - allowed).max()):.3g} past the float32 summation bound"
 
 
+@pytest.mark.parametrize("use", ["both", "out", "root"])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_aggregate_with_root_adds_the_roots_gradient_in_place(device, use, reduce):
+    # with_root: the destinations' own rows (x[:num_dst]) come back as a
+    # view, and the backward adds their gradient into x's leading rows: the
+    # gradients are those of slicing x outside, whichever outputs are used
+    g = torch.Generator().manual_seed(7)
+    num_src, num_dst = 30, 11
+    edge_index = torch.stack([torch.randint(0, num_src, (90,), generator=g),
+                              torch.randint(0, num_dst, (90,), generator=g)]).to(device)
+    x = torch.randn(num_src, 20, generator=g)
+    grad_out, grad_root = torch.randn(num_dst, 20, generator=g), torch.randn(num_dst, 20, generator=g)
+    results = []
+    for with_root in (True, False):
+        leaf = x.clone().to(device).requires_grad_()
+        h = leaf * 2  # not a leaf: as a hidden layer's output
+        if with_root:
+            out, root = aggregate(h, edge_index, num_dst, reduce, with_root=True)
+            assert root._base is h and root.data_ptr() == h.data_ptr() and root.shape == (num_dst, 20)
+        else:
+            out, root = aggregate(h, edge_index, num_dst, reduce), h[:num_dst]
+        loss = 0
+        if use in ("both", "out"):
+            loss = loss + (out * grad_out.to(device)).sum()
+        if use in ("both", "root"):
+            loss = loss + (root * grad_root.to(device)).sum()
+        loss.backward()
+        results.append((out.detach().cpu(), root.detach().cpu(), leaf.grad.cpu()))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    assert results[0][2][num_dst:].abs().sum() > 0 or use == "root"
+    with pytest.raises(ValueError, match="with_root needs"):
+        aggregate(x.to(device), edge_index, num_src + 1, with_root=True)
+
+
 def test_grouping_is_shared_by_layers_and_renewed_on_change(device):
     # The layers of a model share one edge_index: sorted once, reused while
     # it lives unchanged; an in-place change regroups.
@@ -387,6 +422,49 @@ def test_gcn_with_trimmed_layers_matches_pyg():
                                    rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("make_dst", ["slice", "detached", "copy", "changed", "view_of_view"])
+def test_sageconv_root_fusion_only_for_true_leading_rows(monkeypatch, make_dst):
+    # the fused root (aggregate's with_root) only where x_dst is a slice of
+    # x_src's leading rows in memory and in autograd (also after an in-place
+    # change of x_src: a view follows its base); a detached or copied x_dst
+    # takes the plain path; the outputs and gradients are PyG's either way
+    from tritongnn.nn import conv
+    calls = []
+    real = conv.aggregate
+    monkeypatch.setattr(conv, "aggregate", lambda *a, **k: calls.append(k.get("with_root", False)) or real(*a, **k))
+    ours, theirs = pair("mean")
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(30, 12, generator=g)
+    edge_index = torch.stack([torch.randint(0, 20, (80,), generator=g), torch.randint(0, 9, (80,), generator=g)])
+    grads = []
+    for layer in (ours, theirs):
+        leaf = x.clone().requires_grad_()
+        h = leaf * 3
+        if make_dst == "slice":
+            pair_ = (h, h[:9])
+        elif make_dst == "detached":
+            pair_ = (h, h.detach()[:9])
+        elif make_dst == "copy":
+            pair_ = (h, h[:9].clone())
+        elif make_dst == "changed":
+            h = h * 1
+            dst = h[:9]
+            h.mul_(2)  # dst sees the change: still h's leading rows
+            pair_ = (h, dst)
+        else:
+            part = h[:20]
+            pair_ = (part, part[:9])
+        with reference_on_cpu():
+            out = layer(pair_, edge_index)
+        out.square().sum().backward()
+        grads.append((out.detach(), leaf.grad, [p.grad for p in layer.parameters()]))
+    torch.testing.assert_close(grads[0][0], grads[1][0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grads[0][1], grads[1][1], rtol=1e-5, atol=1e-5)
+    for a, b in zip(grads[0][2], grads[1][2]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    assert calls == [make_dst in ("slice", "changed", "view_of_view")]
+
+
 def test_layers_route_through_the_kernel(monkeypatch):
     # the drop-ins really aggregate with kernels.aggregate (not PyG's path),
     # except where they must fall back
@@ -403,3 +481,27 @@ def test_layers_route_through_the_kernel(monkeypatch):
         SimpleConv("mean")(x, edge_index)
         SAGEConv(12, 4, aggr="max")(x, edge_index)  # falls back
     assert calls == ["mean", "sum", "sum", "mean"]
+
+
+def test_sageconv_fused_forward_switch_and_autocast(monkeypatch):
+    # FUSED_FORWARD = False, or autocast, takes PyG's forward (still the
+    # kernel's propagate): the same outputs as PyG's layer
+    from tritongnn.nn import conv
+    calls = []
+    real = conv.aggregate
+    monkeypatch.setattr(conv, "aggregate", lambda *a, **k: calls.append(k.get("with_root", False)) or real(*a, **k))
+    ours, theirs = pair("mean")
+    x = torch.randn(20, 12, requires_grad=True)
+    edge_index = torch.randint(0, 20, (2, 50))
+    with reference_on_cpu():
+        ours(x * 1, edge_index)
+        monkeypatch.setattr(conv, "FUSED_FORWARD", False)
+        off = ours(x * 1, edge_index)
+        monkeypatch.setattr(conv, "FUSED_FORWARD", True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            cast = ours(x, edge_index)
+            expected = theirs(x, edge_index)
+    assert calls == [True, False, False]
+    torch.testing.assert_close(off, theirs(x * 1, edge_index))
+    assert cast.dtype == expected.dtype == torch.bfloat16
+    torch.testing.assert_close(cast, expected)

@@ -2,17 +2,22 @@
 from __future__ import annotations
 
 import torch
+from torch.nn.parameter import UninitializedParameter
 from torch_geometric.nn import GCN as PyGGCN
 from torch_geometric.nn import GCNConv as PyGGCNConv
 from torch_geometric.nn import GraphSAGE as PyGGraphSAGE
 from torch_geometric.nn import SAGEConv as PyGSAGEConv
 from torch_geometric.nn import SimpleConv as PyGSimpleConv
 from torch_geometric.nn.conv import MessagePassing
+from torch_geometric.nn.dense.linear import Linear as PyGLinear
 from torch_geometric.utils._trim_to_layer import TrimToLayer
 
 from ..kernels.aggregate import DTYPES as _KERNEL_DTYPES, aggregate
 
 _KERNEL_AGGRS = {"mean": "mean", "sum": "sum", "add": "sum"}
+
+# SAGEConv's fused forward where it applies (its docstring); False: PyG's
+FUSED_FORWARD = True
 
 
 class _KernelPropagate:
@@ -50,11 +55,68 @@ class _KernelPropagate:
         return aggregate(x_src, edge_index, num_dst, _KERNEL_AGGRS[self.aggr], kwargs.get("edge_weight"))
 
 
+def _plain_linear(lin) -> bool:
+    """``lin`` is PyG's ``Linear`` without bias, initialised, with no hooks:
+    its ``weight`` alone is its forward, so a caller may fold it into a
+    matmul of its own."""
+    from torch.nn.modules import module as nn_module
+    return (type(lin) is PyGLinear and lin.bias is None and not isinstance(lin.weight, UninitializedParameter)
+            and not (lin._forward_hooks or lin._forward_pre_hooks or lin._backward_hooks
+                     or lin._backward_pre_hooks)
+            and not (nn_module._global_forward_hooks or nn_module._global_forward_pre_hooks
+                     or nn_module._global_backward_hooks or nn_module._global_backward_pre_hooks))
+
+
+def _leading_rows(x_src: torch.Tensor, x_dst: torch.Tensor) -> bool:
+    """``x_dst`` is ``x_src`` or a view of its leading rows, in memory and in
+    autograd (sliced from it; an in-place change of either moves both): its
+    gradient is then the leading rows of one more gradient to ``x_src``."""
+    if x_dst is x_src:
+        return True
+    base = x_src if x_src._base is None else x_src._base
+    parent = x_dst.grad_fn.next_functions if x_dst.grad_fn is not None else ()
+    return (x_dst._base is base and x_src.grad_fn is not None and len(parent) == 1
+            and parent[0][0] is x_src.grad_fn and x_dst.dtype == x_src.dtype
+            and x_dst.data_ptr() == x_src.data_ptr() and x_dst.stride() == x_src.stride()
+            and x_dst.dim() == 2 and x_dst.size(1) == x_src.size(1) and x_dst.size(0) <= x_src.size(0))
+
+
 class SAGEConv(_KernelPropagate, PyGSAGEConv):
-    """PyG's ``SAGEConv``; ``propagate`` aggregates in one Triton kernel."""
+    """PyG's ``SAGEConv``; ``propagate`` aggregates in one Triton kernel.
+
+    Where the layer is plain (root weight, no projection or normalisation, a
+    bias-free ``lin_r`` without hooks, no autocast) and the kernel covers
+    it, the forward is PyG's with passes over ``[N, D]`` saved: the root term
+    is added by its own matmul (``addmm_`` onto ``lin_l``'s output: no
+    temporary and sum), and destinations that lead the sources (a sampled
+    block's, or ``x`` itself) are read through ``aggregate(with_root=True)``,
+    whose backward adds their gradient into the sources' in place (no
+    zero-padded gradient to allocate and sum). ``FUSED_FORWARD = False``
+    takes PyG's forward throughout, for timing the two.
+    """
 
     # in the class itself: PyG then keeps it instead of compiling its own
     propagate = _KernelPropagate.propagate
+
+    def forward(self, x, edge_index, size=None):
+        pair = (x, x) if isinstance(x, torch.Tensor) else x
+        if not (FUSED_FORWARD and isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], torch.Tensor)
+                and size is None and self.root_weight and not self.project and not self.normalize
+                and _plain_linear(self.lin_r) and self._kernel_covers(edge_index, {"x": pair})
+                and pair[1].dtype == self.lin_r.weight.dtype
+                and not torch.is_autocast_enabled(pair[1].device.type)):
+            return PyGSAGEConv.forward(self, x, edge_index, size)
+        x_src, x_dst = pair
+        size = self._check_input(edge_index, None)  # PyG's checks, as its propagate makes them
+        self._set_size(size, 0, x_src)
+        self._set_size(size, 1, x_dst)
+        reduce = _KERNEL_AGGRS[self.aggr]
+        if x_src.requires_grad and _leading_rows(x_src, x_dst):
+            out, x_dst = aggregate(x_src, edge_index, x_dst.size(0), reduce, with_root=True)
+        else:
+            out = aggregate(x_src, edge_index, x_dst.size(0), reduce)
+        # in place: an out-of-place addmm copies its input to the result first
+        return self.lin_l(out).addmm_(x_dst, self.lin_r.weight.t())
 
 
 class GCNConv(_KernelPropagate, PyGGCNConv):
