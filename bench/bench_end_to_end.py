@@ -875,7 +875,9 @@ def from_rows(args):
     record = new_record("end_to_end", None, ",".join(commits) or "unknown (rows without a commit)", rows=rows,
                         settings=dict(assembled_from=args.from_rows, note=args.note,
                                       matmul_precision=args.matmul_precision))
-    record.update({k: v for k, v in dict(gpu=args.gpu, date=args.date, torch=args.torch).items() if v})
+    # the note also where the other records keep theirs
+    record.update({k: v for k, v in dict(gpu=args.gpu, date=args.date, torch=args.torch, note=args.note).items()
+                   if v})
     finish(args, record, pyg)
 
 

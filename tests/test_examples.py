@@ -166,9 +166,10 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     # a run cut short: its record from the rows it wrote as measured
     again = tmp_path / "again.json"
     run_bench("bench_end_to_end.py", ["--from-rows", str(out) + ".rows", "--gpu", "test GPU", "--out", str(again),
-                                      "--csv", str(tmp_path / "again.csv")])
+                                      "--csv", str(tmp_path / "again.csv"), "--note", "cut short"])
     assembled = json.loads(again.read_text())
     assert assembled["gpu"] == "test GPU" and len(assembled["rows"]) == len(record["rows"])
+    assert assembled["note"] == "cut short"
     assert [r["epoch_seconds"] for r in assembled["rows"] if r["part"] == "ablation"] == \
         [r["epoch_seconds"] for r in ablation]
     run_bench("bench_end_to_end.py", ["--plot-only", "--csv", str(table), "--ablation-png", str(tmp_path / "a.png"),
