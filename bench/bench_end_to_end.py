@@ -521,9 +521,10 @@ RECOMMENDED = dict(placement="host")
 
 # The fastest exact configuration measured since (13bd853, 24 GB, whole
 # passes: 1.83 s against RECOMMENDED's 3.34-3.35 s in the same call; 1.87
-# against 3.30-3.31 at eab7cfd), for 75-76 GB of peak GPU memory against
-# 39-50 GB: group staging of 16 batches. Only below the graph's size: with
-# no budget, nothing to stage, it took 1.30 s against 1.03-1.05 (eab7cfd).
+# against 3.30-3.31 at eab7cfd; 1.84 against 3.35 at 868b3ff), for 75-76 GB
+# of peak GPU memory against 39-50 GB: group staging of 16 batches. Only
+# below the graph's size: with no budget, nothing to stage, it took 1.30 s
+# against 1.03-1.05 (eab7cfd), 0.97 against 0.92-0.96 (868b3ff).
 FULL = dict(RECOMMENDED, super_batch=16, reuse="group")
 
 

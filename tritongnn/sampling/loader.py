@@ -214,7 +214,8 @@ class NeighborLoader:
             in 1.83-1.87 s against 3.30-3.35 s, for 75-76 GB of peak GPU
             memory against 39-50 (``super_batch=8``: 69 GB, 1.85 s). With
             a budget that caches the whole graph there is nothing to stage,
-            and it was slower (1.30 s against 1.03-1.05 s); ``False``: off.
+            and it was slower (0.97 s against 0.92-0.96 s at 868b3ff,
+            1.30 against 1.03-1.05 before); ``False``: off.
         reorder_group: sample this many batches, then gather them in the
             order that makes each follow the one it shares most nodes with
             (FastGL's match-reorder, ``tritongnn.cache.reorder``); 1: off.
