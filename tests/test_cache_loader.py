@@ -299,6 +299,24 @@ def test_feature_dtype_batches_hold_the_rounded_features(device, feature_dtype):
     assert torch.equal(data.x, before)
 
 
+@pytest.mark.parametrize("reuse", [True, "group"])
+def test_reuse_is_off_when_every_row_is_cached(device, reuse):
+    # a budget that caches every row leaves no host read to save: no reuse,
+    # and the same batches; below it, reuse is on
+    data = random_data()
+    _, want = epoch(data, device=device, placement="host", super_batch=2)
+    whole, got = epoch(data, device=device, placement="host", super_batch=2, reuse=reuse, profile_epochs=1,
+                       cache_budget=10**6 * row_bytes(data))
+    assert whole.cache.plan.num_feature == data.num_nodes and whole.reuse is None
+    assert whole.stats["reused_rows"] == 0 and whole.stats["feature_hit_rate"] == 1.0
+    for a, b in zip(want, got, strict=True):
+        for key in ("n_id", "x", "edge_index"):
+            assert torch.equal(a[key], b[key]), key
+    part, _ = epoch(data, device=device, placement="host", super_batch=2, reuse=reuse, profile_epochs=1,
+                    cache_budget=30 * row_bytes(data))
+    assert part.reuse is not None
+
+
 def test_feature_dtype_past_its_range_is_refused(device):
     # rows wide enough that the conversion runs in several chunks, the bad
     # value past the first: the error names its row; inf and NaN that data.x

@@ -213,9 +213,10 @@ class NeighborLoader:
             with a 24 GB budget, whole passes: ``super_batch=16`` an epoch
             in 1.83-1.87 s against 3.30-3.35 s, for 75-76 GB of peak GPU
             memory against 39-50 (``super_batch=8``: 69 GB, 1.85 s). With
-            a budget that caches the whole graph there is nothing to stage,
-            and it was slower (0.97 s against 0.92-0.96 s at 868b3ff,
-            1.30 against 1.03-1.05 before); ``False``: off.
+            a budget that caches every row there is nothing to reuse or
+            stage, and the loader leaves it off (``loader.reuse`` None; it
+            had cost 0.97 s against 0.92-0.96 s at 868b3ff, 1.30 against
+            1.03-1.05 before); ``False``: off.
         reorder_group: sample this many batches, then gather them in the
             order that makes each follow the one it shares most nodes with
             (FastGL's match-reorder, ``tritongnn.cache.reorder``); 1: off.
@@ -410,7 +411,10 @@ class NeighborLoader:
         if reorder_group != 1:
             self.reorder = MatchReorder(num_nodes, reorder_group, self.device, self._num_feature)
         self.reuse = None
-        if reuse and self.x is not None:
+        # with every row in GPU memory there is no host read to save: none
+        # (group staging there cost 0.3 ms a batch of bookkeeping on the
+        # gather stream for nothing staged, profiled at 75d6917)
+        if reuse and self.x is not None and self._num_feature < num_nodes:
             kind = GroupReuse if reuse == "group" else BatchReuse
             self.reuse = kind(num_nodes, self._num_feature, self.device)
         del self._feature_source  # the loader keeps no reference to the user's x
