@@ -293,6 +293,40 @@ def test_gcnconv_is_a_drop_in(device, kwargs):
     assert_same_layer(ours, theirs, device, seed=4, with_weight=True)
 
 
+@pytest.mark.parametrize("improved", [False, True])
+@pytest.mark.parametrize("with_weight", [False, True])
+def test_gcnconv_keeps_edge_index_and_adds_the_loops_itself(device, monkeypatch, improved, with_weight):
+    # the normalised layer aggregates over the edges as given (no loops
+    # appended, no resort): existing self loops, repeated ones included,
+    # and nodes without edges give PyG's outputs and gradients
+    from tritongnn.nn import conv
+    seen = []
+    real = conv.aggregate
+    monkeypatch.setattr(conv, "aggregate", lambda x, ei, *a, **k: seen.append(ei) or real(x, ei, *a, **k))
+    g = torch.Generator().manual_seed(9)
+    edge_index = torch.randint(0, 30, (2, 120), generator=g)  # nodes 30..39: no edges
+    loops = torch.tensor([[3, 3, 7, 12], [3, 3, 7, 12]])  # node 3's loop twice
+    edge_index = torch.cat([edge_index, loops], 1)
+    weight = torch.rand(edge_index.size(1), generator=g)
+    weight[-4:-2] = 0.5  # node 3's two loops alike: the one kept is PyG's either way
+    x = torch.randn(40, 12, generator=g)
+    torch.manual_seed(0)
+    ours, theirs = GCNConv(12, 7, improved=improved), PyGGCNConv(12, 7, improved=improved)
+    theirs.load_state_dict(ours.state_dict())
+    results = []
+    for layer in (ours.to(device), theirs.to(device)):
+        leaves = [x.clone().to(device).requires_grad_()] + \
+            ([weight.clone().to(device).requires_grad_()] if with_weight else [])
+        with reference_on_cpu():
+            out = layer(leaves[0], edge_index.to(device), *leaves[1:])
+        out.square().sum().backward()
+        results.append([out.detach().cpu()] + [t.grad.cpu() for t in leaves] +
+                       [p.grad.cpu() for p in layer.parameters()])
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert len(seen) == 1 and seen[0].shape == edge_index.shape  # the edges as given
+
+
 class _Scaled(torch.nn.Module):  # SimpleConv has no parameters: give the test one
     def __init__(self, conv):
         super().__init__()

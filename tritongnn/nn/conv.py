@@ -121,9 +121,46 @@ class SAGEConv(_KernelPropagate, PyGSAGEConv):
 
 class GCNConv(_KernelPropagate, PyGGCNConv):
     """PyG's ``GCNConv``; ``propagate`` aggregates the normalised messages in
-    one Triton kernel."""
+    one Triton kernel.
+
+    Normalised with self loops (the defaults, not ``cached``) where the
+    kernel covers it, the forward keeps ``edge_index`` as it is: PyG's
+    ``gcn_norm`` drops the existing self loops (a boolean-mask index, a host
+    sync) and appends one loop per node, which leaves the edges out of
+    destination order, for the aggregation to sort again at every layer.
+    Here the loops' messages are added by one row-wise pass instead
+    (``out += deg^-1 * loop_weight * xW``), an existing self loop's weight
+    moves to its node's loop as in ``gcn_norm``, and the edges keep the
+    sampler's order (no sort, no sync). ``FUSED_FORWARD = False``: PyG's.
+    """
 
     propagate = _KernelPropagate.propagate
+
+    def forward(self, x, edge_index, edge_weight=None):
+        given = {"x": x} if edge_weight is None else {"x": x, "edge_weight": edge_weight}
+        if not (FUSED_FORWARD and isinstance(x, torch.Tensor) and self.normalize and self.add_self_loops
+                and not self.cached and self._kernel_covers(edge_index, given)
+                and (edge_weight is None or edge_weight.is_floating_point())):
+            return PyGGCNConv.forward(self, x, edge_index, edge_weight)
+        num_nodes = x.size(self.node_dim)
+        row, col = edge_index[0], edge_index[1]
+        loop = row == col
+        if edge_weight is None:  # gcn_norm's ones, its new loops' too (improved or not, as PyG 2.8 does)
+            weight = torch.ones(row.numel(), dtype=x.dtype, device=x.device)
+            loop_weight = torch.ones(num_nodes, dtype=x.dtype, device=x.device)
+        else:  # a node's loop: its existing self loop's weight, else the fill value
+            weight = edge_weight
+            fill = torch.full((num_nodes + 1,), 2.0 if self.improved else 1.0, dtype=weight.dtype,
+                              device=weight.device)
+            loop_weight = fill.scatter(0, torch.where(loop, row, num_nodes), weight)[:num_nodes]  # slot N: none
+        weight = weight.masked_fill(loop, 0)  # an existing loop's message comes with its node's loop
+        deg = loop_weight.index_add(0, col, weight)
+        deg_inv_sqrt = deg.pow(-0.5).masked_fill(deg == 0, 0)
+        norm = deg_inv_sqrt[row] * weight * deg_inv_sqrt[col]
+        xw = self.lin(x)
+        out = aggregate(xw, edge_index, num_nodes, "sum", norm)
+        out = out.addcmul_((deg_inv_sqrt.square() * loop_weight).unsqueeze(1), xw)
+        return out.add_(self.bias) if self.bias is not None else out
 
 
 class SimpleConv(_KernelPropagate, PyGSimpleConv):
