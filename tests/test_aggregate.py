@@ -327,6 +327,14 @@ def test_gcnconv_keeps_edge_index_and_adds_the_loops_itself(device, monkeypatch,
     assert len(seen) == 1 and seen[0].shape == edge_index.shape  # the edges as given
 
 
+def test_fused_forwards_refuse_a_bad_edge_index():
+    # the layers' own forwards make PyG's checks first: a clear ValueError
+    x = torch.randn(5, 4)
+    for layer in (GCNConv(4, 3), SAGEConv(4, 3)):
+        with pytest.raises(ValueError, match="'edge_index' to have size '2'"), reference_on_cpu():
+            layer(x, torch.zeros(3, 4, dtype=torch.int64))
+
+
 class _Scaled(torch.nn.Module):  # SimpleConv has no parameters: give the test one
     def __init__(self, conv):
         super().__init__()

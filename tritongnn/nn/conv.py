@@ -42,17 +42,21 @@ class _KernelPropagate:
                 and self.node_dim in (0, -2)
                 and (weight is None or (isinstance(weight, torch.Tensor) and weight.dim() == 1)))
 
+    def _checked_num_dst(self, edge_index, size, x_src, x_dst) -> int:
+        """PyG's own checks of ``edge_index`` and ``size`` against the
+        inputs, as its propagate makes them; the number of destinations."""
+        size = self._check_input(edge_index, size)
+        self._set_size(size, 0, x_src)
+        if x_dst is not None:
+            self._set_size(size, 1, x_dst)
+        return size[1] if size[1] is not None else size[0]
+
     def propagate(self, edge_index, size=None, **kwargs):
         if not self._kernel_covers(edge_index, kwargs):
             return MessagePassing.propagate(self, edge_index, size=size, **kwargs)
         x = kwargs["x"]
         x_src, x_dst = x if isinstance(x, tuple) else (x, x)
-        # PyG's own checks of size against the inputs (as its propagate makes)
-        size = self._check_input(edge_index, size)
-        self._set_size(size, 0, x_src)
-        if x_dst is not None:
-            self._set_size(size, 1, x_dst)
-        num_dst = size[1] if size[1] is not None else size[0]
+        num_dst = self._checked_num_dst(edge_index, size, x_src, x_dst)
         return aggregate(x_src, edge_index, num_dst, _KERNEL_AGGRS[self.aggr], kwargs.get("edge_weight"))
 
 
@@ -108,14 +112,12 @@ class SAGEConv(_KernelPropagate, PyGSAGEConv):
                 and not torch.is_autocast_enabled(pair[1].device.type)):
             return PyGSAGEConv.forward(self, x, edge_index, size)
         x_src, x_dst = pair
-        size = self._check_input(edge_index, None)  # PyG's checks, as its propagate makes them
-        self._set_size(size, 0, x_src)
-        self._set_size(size, 1, x_dst)
+        num_dst = self._checked_num_dst(edge_index, None, x_src, x_dst)
         reduce = _KERNEL_AGGRS[self.aggr]
         if x_src.requires_grad and _leading_rows(x_src, x_dst):
-            out, x_dst = aggregate(x_src, edge_index, x_dst.size(0), reduce, with_root=True)
+            out, x_dst = aggregate(x_src, edge_index, num_dst, reduce, with_root=True)
         else:
-            out = aggregate(x_src, edge_index, x_dst.size(0), reduce)
+            out = aggregate(x_src, edge_index, num_dst, reduce)
         # in place: an out-of-place addmm copies its input to the result first
         return self.lin_l(out).addmm_(x_dst, self.lin_r.weight.t())
 
@@ -143,7 +145,8 @@ class GCNConv(_KernelPropagate, PyGGCNConv):
                 and not self.cached and self._kernel_covers(edge_index, given)
                 and (edge_weight is None or edge_weight.is_floating_point())):
             return PyGGCNConv.forward(self, x, edge_index, edge_weight)
-        num_nodes = x.size(self.node_dim)
+        # PyG's checks of edge_index against x, ahead of the normalisation's indexing
+        num_nodes = self._checked_num_dst(edge_index, None, x, x)
         row, col = edge_index[0], edge_index[1]
         loop = row == col
         if edge_weight is None:  # gcn_norm's ones, its new loops' too (improved or not, as PyG 2.8 does)
