@@ -327,6 +327,77 @@ def test_gcnconv_keeps_edge_index_and_adds_the_loops_itself(device, monkeypatch,
     assert len(seen) == 1 and seen[0].shape == edge_index.shape  # the edges as given
 
 
+@pytest.mark.parametrize("channels, x_grad, first", [
+    ((12, 7), True, False),   # 12 x 3 columns aggregated against 7 x 3: PyG's order
+    ((12, 7), False, True),   # input features: no gradient through the aggregation
+    ((7, 12), True, True),    # narrower in than out
+    ((40, 7), False, False),  # 40 columns forward against 7 x 3
+])
+@pytest.mark.parametrize("with_weight", [False, True])
+def test_gcnconv_aggregates_in_the_cheaper_order(device, monkeypatch, channels, x_grad, first, with_weight):
+    # (A x) W or A (x W), whichever moves fewer columns through the
+    # aggregation: PyG's outputs and gradients either way
+    from tritongnn.nn import conv
+    widths = []
+    real = conv.aggregate
+    monkeypatch.setattr(conv, "aggregate", lambda x, *a, **k: widths.append(x.size(1)) or real(x, *a, **k))
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(40, channels[0], generator=g)
+    edge_index = torch.cat([torch.randint(0, 40, (2, 150), generator=g), torch.tensor([[4, 9], [4, 9]])], 1)
+    weight = torch.rand(edge_index.size(1), generator=g)
+    torch.manual_seed(0)
+    ours, theirs = GCNConv(*channels), PyGGCNConv(*channels)
+    theirs.load_state_dict(ours.state_dict())
+    results = []
+    for layer in (ours.to(device), theirs.to(device)):
+        leaf = x.clone().to(device).requires_grad_(x_grad)
+        with reference_on_cpu():
+            out = layer(leaf, edge_index.to(device), weight.to(device) if with_weight else None)
+        out.square().sum().backward()
+        results.append([out.detach().cpu()] + ([leaf.grad.cpu()] if x_grad else []) +
+                       [p.grad.cpu() for p in layer.parameters()])
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    assert widths == [channels[0] if first else channels[1]]
+
+
+def test_gcnconv_takes_the_pairs_of_trimming(monkeypatch):
+    # (x, x[:k]), as TrimToDestinations hands it: PyG's output rows 0..k-1
+    # and its gradients, in either order and from PyG's own forward too; a
+    # pair that is not x's leading rows is PyG's to refuse
+    from tritongnn.nn import conv
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(30, 12, generator=g)
+    edge_index = torch.stack([torch.randint(0, 30, (90,), generator=g), torch.randint(0, 11, (90,), generator=g)])
+    edge_index = torch.cat([edge_index, torch.tensor([[3], [3]])], 1)
+    torch.manual_seed(0)
+    ours, theirs = GCNConv(12, 7), PyGGCNConv(12, 7)
+    theirs.load_state_dict(ours.state_dict())
+    for fused in (True, False):
+        monkeypatch.setattr(conv, "FUSED_FORWARD", fused)
+        for x_grad in (False, True):
+            results = []
+            for layer in (ours, theirs):
+                leaf = x.clone().requires_grad_(x_grad)
+                h = leaf * 2 if x_grad else leaf
+                with reference_on_cpu():
+                    out = layer((h, h[:11]), edge_index) if layer is ours else layer(h, edge_index)[:11]
+                assert out.shape == (11, 7)
+                out.square().sum().backward()
+                results.append([out.detach()] + ([leaf.grad] if x_grad else []) +
+                               [p.grad.clone() for p in layer.parameters()])
+                layer.zero_grad()
+            for a, b in zip(*results):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    monkeypatch.setattr(conv, "FUSED_FORWARD", True)
+    for bad in ((x, x[5:16]), (x, x[:11].clone()), (x, x[:11], x)):
+        with pytest.raises(ValueError, match="bipartite"), reference_on_cpu():
+            ours(bad, edge_index)
+    leaf = x.clone().requires_grad_()
+    with pytest.raises(ValueError, match="bipartite"), reference_on_cpu():
+        ours((leaf, leaf.detach()[:11]), edge_index)  # its gradient would not reach leaf
+
+
 def test_fused_forwards_refuse_a_bad_edge_index():
     # the layers' own forwards make PyG's checks first: a clear ValueError
     x = torch.randn(5, 4)
@@ -419,15 +490,18 @@ def test_graphsage_with_trimmed_layers_matches_pyg(fanouts, layers):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("fanouts, layers", [([4, 3], 2), ([4, 3, 2], 3), ([4, 3, 2], 2)])
-def test_graphsage_with_trimmed_layers_matches_pyg_on_the_gpu(fanouts, layers):
+@pytest.mark.parametrize("model", ["GraphSAGE", "GCN"])
+def test_trimmed_models_match_pyg_on_the_gpu(fanouts, layers, model):
     # the same, compiled: the aggregation kernels on bipartite layers, on a GPU
     from test_loader import random_data
+    from torch_geometric import nn as pyg_nn
     from tritongnn import NeighborLoader
+    from tritongnn import nn as our_nn
     data = random_data(num_nodes=3000, num_edges=60000)
     batch = next(iter(NeighborLoader(data, fanouts, batch_size=256, seed=0, device="cuda")))
     torch.manual_seed(0)
-    ours = GraphSAGE(data.num_features, 32, num_layers=layers, out_channels=5).cuda()
-    theirs = PyGGraphSAGE(data.num_features, 32, num_layers=layers, out_channels=5).cuda()
+    ours = getattr(our_nn, model)(data.num_features, 32, num_layers=layers, out_channels=5).cuda()
+    theirs = getattr(pyg_nn, model)(data.num_features, 32, num_layers=layers, out_channels=5).cuda()
     theirs.load_state_dict(ours.state_dict())
     kwargs = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
                   num_sampled_edges_per_hop=batch.num_sampled_edges)
@@ -442,26 +516,39 @@ def test_graphsage_with_trimmed_layers_matches_pyg_on_the_gpu(fanouts, layers):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-4, msg=name)
 
 
-def test_gcn_with_trimmed_layers_matches_pyg():
+@pytest.mark.parametrize("fanouts, layers", [([4, 3], 2), ([4, 3, 2], 3), ([4, 3, 2], 2)])
+def test_gcn_with_trimmed_layers_matches_pyg(fanouts, layers):
+    # GCN trims to destinations too: the seeds' outputs and every gradient
+    # are PyG's (degrees over each trimmed layer's edges, as PyG counts them)
     from test_loader import random_data
     from tritongnn import NeighborLoader
     from torch_geometric.nn import GCN as PyGGCN
     from tritongnn.nn import GCN
+    from tritongnn.nn.conv import TrimToDestinations
     data = random_data()
     with reference_on_cpu():
-        batch = next(iter(NeighborLoader(data, [4, 3], batch_size=16, seed=0, device="cpu")))
+        batch = next(iter(NeighborLoader(data, fanouts, batch_size=16, seed=0, device="cpu")))
     torch.manual_seed(0)
-    ours, theirs = GCN(data.num_features, 16, num_layers=2, out_channels=5), \
-        PyGGCN(data.num_features, 16, num_layers=2, out_channels=5)
+    ours, theirs = GCN(data.num_features, 16, num_layers=layers, out_channels=5), \
+        PyGGCN(data.num_features, 16, num_layers=layers, out_channels=5)
     theirs.load_state_dict(ours.state_dict())
     assert all(isinstance(conv, GCNConv) for conv in ours.convs)
+    assert isinstance(ours._trim, TrimToDestinations)
     kwargs = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
                   num_sampled_edges_per_hop=batch.num_sampled_edges)
-    for kw in ({}, kwargs):
-        with reference_on_cpu():
-            a = ours(batch.x, batch.edge_index, **kw)[:batch.batch_size]
-        torch.testing.assert_close(a, theirs(batch.x, batch.edge_index, **kw)[:batch.batch_size],
-                                   rtol=1e-4, atol=1e-5)
+    with reference_on_cpu():
+        out = ours(batch.x, batch.edge_index, **kwargs)
+    expected = theirs(batch.x, batch.edge_index, **kwargs)
+    assert out.size(0) == sum(batch.num_sampled_nodes[:len(fanouts) + 1 - layers])
+    torch.testing.assert_close(out[:batch.batch_size], expected[:batch.batch_size], rtol=1e-4, atol=1e-5)
+    grad = torch.randn(batch.batch_size, 5)
+    out[:batch.batch_size].backward(grad)
+    expected[:batch.batch_size].backward(grad)
+    for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5, msg=name)
+    with reference_on_cpu():  # untrimmed
+        a = ours(batch.x, batch.edge_index)[:batch.batch_size]
+    torch.testing.assert_close(a, theirs(batch.x, batch.edge_index)[:batch.batch_size], rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("make_dst", ["slice", "detached", "copy", "changed", "view_of_view"])

@@ -80,10 +80,18 @@ def _leading_rows(x_src: torch.Tensor, x_dst: torch.Tensor) -> bool:
         return True
     base = x_src if x_src._base is None else x_src._base
     parent = x_dst.grad_fn.next_functions if x_dst.grad_fn is not None else ()
-    return (x_dst._base is base and x_src.grad_fn is not None and len(parent) == 1
-            and parent[0][0] is x_src.grad_fn and x_dst.dtype == x_src.dtype
-            and x_dst.data_ptr() == x_src.data_ptr() and x_dst.stride() == x_src.stride()
-            and x_dst.dim() == 2 and x_dst.size(1) == x_src.size(1) and x_dst.size(0) <= x_src.size(0))
+    # sliced from x_src's autograd node: its grad_fn, or a leaf's accumulator
+    sliced = len(parent) == 1 and (parent[0][0] is x_src.grad_fn if x_src.grad_fn is not None
+                                   else getattr(parent[0][0], "variable", None) is x_src)
+    return (x_dst._base is base and x_src.requires_grad and sliced and _leading_in_memory(x_src, x_dst))
+
+
+def _leading_in_memory(x_src: torch.Tensor, x_dst: torch.Tensor) -> bool:
+    """``x_dst``'s elements are ``x_src``'s leading rows (same storage and
+    layout), whatever autograd knows of the two."""
+    return (x_dst.dtype == x_src.dtype and x_dst.device == x_src.device and x_dst.dim() == 2
+            and x_src.dim() == 2 and x_dst.data_ptr() == x_src.data_ptr() and x_dst.stride() == x_src.stride()
+            and x_dst.size(1) == x_src.size(1) and x_dst.size(0) <= x_src.size(0))
 
 
 class SAGEConv(_KernelPropagate, PyGSAGEConv):
@@ -132,39 +140,90 @@ class GCNConv(_KernelPropagate, PyGGCNConv):
     sync) and appends one loop per node, which leaves the edges out of
     destination order, for the aggregation to sort again at every layer.
     Here the loops' messages are added by one row-wise pass instead
-    (``out += deg^-1 * loop_weight * xW``), an existing self loop's weight
-    moves to its node's loop as in ``gcn_norm``, and the edges keep the
-    sampler's order (no sort, no sync). ``FUSED_FORWARD = False``: PyG's.
+    (``deg^-1 * loop_weight * x``), an existing self loop's weight moves to
+    its node's loop as in ``gcn_norm``, and the edges keep the sampler's
+    order (no sort, no sync). It also picks the cheaper order of the two
+    linear maps, ``A (x W)`` as PyG or ``(A x) W`` (``_aggregate_first``):
+    aggregating first needs no gradient through the aggregation when ``x``
+    needs none (a model's input features) and runs ``lin`` on the
+    destinations only. ``FUSED_FORWARD = False``: PyG's.
+
+    It also takes ``x`` as a pair ``(x_src, x_dst)`` whose ``x_dst`` is
+    ``x_src``'s leading rows (``TrimToDestinations``, as ``GCN`` trims):
+    destination ``i`` is source ``i``, so the output holds the destinations'
+    rows only, equal to PyG's leading rows on ``x_src``. Any other pair is
+    PyG's to refuse (its layer is not bipartite).
     """
 
     propagate = _KernelPropagate.propagate
 
     def forward(self, x, edge_index, edge_weight=None):
-        given = {"x": x} if edge_weight is None else {"x": x, "edge_weight": edge_weight}
-        if not (FUSED_FORWARD and isinstance(x, torch.Tensor) and self.normalize and self.add_self_loops
-                and not self.cached and self._kernel_covers(edge_index, given)
+        if isinstance(x, (tuple, list)):
+            if not (len(x) == 2 and all(isinstance(t, torch.Tensor) for t in x)
+                    and (_leading_rows(x[0], x[1]) if x[0].requires_grad or x[1].requires_grad
+                         else _leading_in_memory(x[0], x[1]))):
+                return PyGGCNConv.forward(self, x, edge_index, edge_weight)  # its ValueError
+            x_src, x_dst = x
+        else:
+            x_src = x_dst = x
+        given = {"x": x_src} if edge_weight is None else {"x": x_src, "edge_weight": edge_weight}
+        if not (FUSED_FORWARD and self.normalize and self.add_self_loops and not self.cached
+                and self._kernel_covers(edge_index, given)
                 and (edge_weight is None or edge_weight.is_floating_point())):
-            return PyGGCNConv.forward(self, x, edge_index, edge_weight)
+            out = PyGGCNConv.forward(self, x_src, edge_index, edge_weight)
+            return out if x_dst is x_src else out.narrow(0, 0, x_dst.size(0))
         # PyG's checks of edge_index against x, ahead of the normalisation's indexing
-        num_nodes = self._checked_num_dst(edge_index, None, x, x)
+        num_dst = self._checked_num_dst(edge_index, None, x_src, x_dst)
+        num_src = x_src.size(0)
         row, col = edge_index[0], edge_index[1]
         loop = row == col
         if edge_weight is None:  # gcn_norm's ones, its new loops' too (improved or not, as PyG 2.8 does)
-            weight = torch.ones(row.numel(), dtype=x.dtype, device=x.device)
-            loop_weight = torch.ones(num_nodes, dtype=x.dtype, device=x.device)
+            weight = torch.ones(row.numel(), dtype=x_src.dtype, device=x_src.device)
+            loop_weight = torch.ones(num_src, dtype=x_src.dtype, device=x_src.device)
         else:  # a node's loop: its existing self loop's weight, else the fill value
             weight = edge_weight
-            fill = torch.full((num_nodes + 1,), 2.0 if self.improved else 1.0, dtype=weight.dtype,
+            fill = torch.full((num_src + 1,), 2.0 if self.improved else 1.0, dtype=weight.dtype,
                               device=weight.device)
-            loop_weight = fill.scatter(0, torch.where(loop, row, num_nodes), weight)[:num_nodes]  # slot N: none
+            loop_weight = fill.scatter(0, torch.where(loop, row, num_src), weight)[:num_src]  # slot N: none
         weight = weight.masked_fill(loop, 0)  # an existing loop's message comes with its node's loop
+        # every source's degree: a source's own is read by the norm of its edges (dis[row])
         deg = loop_weight.index_add(0, col, weight)
         deg_inv_sqrt = deg.pow(-0.5).masked_fill(deg == 0, 0)
         norm = deg_inv_sqrt[row] * weight * deg_inv_sqrt[col]
-        xw = self.lin(x)
-        out = aggregate(xw, edge_index, num_nodes, "sum", norm)
-        out = out.addcmul_((deg_inv_sqrt.square() * loop_weight).unsqueeze(1), xw)
+        loop_norm = (deg_inv_sqrt.square() * loop_weight)[:num_dst].unsqueeze(1)
+        if self._aggregate_first(x_src):
+            out = self._propagate_with_loops(x_src, x_dst, edge_index, num_dst, norm, loop_norm)
+            out = self.lin(out)
+        else:
+            xw = self.lin(x_src)
+            out = self._propagate_with_loops(xw, None, edge_index, num_dst, norm, loop_norm)
         return out.add_(self.bias) if self.bias is not None else out
+
+    def _aggregate_first(self, x_src: torch.Tensor) -> bool:
+        """Whether ``(A x) W`` moves fewer columns through the aggregation
+        than ``A (x W)``: the forward reads ``E`` rows of ``x``'s width or
+        of ``lin``'s, and the backward scatters them again (about twice the
+        forward's cost) where a gradient flows there: into ``x`` when it
+        needs one; into ``x W`` whenever ``x`` or ``W`` does. Only with a
+        plain ``lin`` (no hooks: they would see the aggregated rows)."""
+        if not _plain_linear(self.lin):
+            return False
+        grad = torch.is_grad_enabled()
+        first = x_src.size(1) * (1 + 2 * (grad and x_src.requires_grad))
+        then = self.out_channels * (1 + 2 * (grad and (x_src.requires_grad or self.lin.weight.requires_grad)))
+        return first <= then
+
+    @staticmethod
+    def _propagate_with_loops(h, h_dst, edge_index, num_dst, norm, loop_norm):
+        """``sum_e norm_e h[src_e]`` per destination plus its loop's
+        ``loop_norm * h_dst``; ``h_dst`` None: ``h``'s leading rows."""
+        if h.requires_grad and (h_dst is None or _leading_rows(h, h_dst)):
+            # the destinations' rows as a view whose gradient the backward adds in place
+            out, h_dst = aggregate(h, edge_index, num_dst, "sum", norm, with_root=True)
+        else:
+            out = aggregate(h, edge_index, num_dst, "sum", norm)
+            h_dst = h.narrow(0, 0, num_dst) if h_dst is None else h_dst
+        return out.addcmul_(loop_norm.to(out.dtype), h_dst)
 
 
 class SimpleConv(_KernelPropagate, PyGSimpleConv):
@@ -214,11 +273,11 @@ class TrimToDestinations(torch.nn.Module):
         return (x, x[:num_dst]), edge_index, edge_attr
 
 
-class GraphSAGE(PyGGraphSAGE):
-    """PyG's ``GraphSAGE`` with ``tritongnn.nn.SAGEConv`` layers; trimmed
-    (``num_sampled_nodes_per_hop``), each layer computes only the rows later
-    layers read (``TrimToDestinations``), where no normalisation or jumping
-    knowledge needs the rows PyG's trimming keeps (then PyG's own)."""
+class _TrimmedToDestinations:
+    """A PyG model whose layers, trimmed (``num_sampled_nodes_per_hop``),
+    compute only the rows later layers read (``TrimToDestinations``), where
+    no normalisation or jumping knowledge needs the rows PyG's trimming
+    keeps (then PyG's own)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -226,12 +285,19 @@ class GraphSAGE(PyGGraphSAGE):
         if plain:
             self._trim = TrimToDestinations()
 
+
+class GraphSAGE(_TrimmedToDestinations, PyGGraphSAGE):
+    """PyG's ``GraphSAGE`` with ``tritongnn.nn.SAGEConv`` layers, trimmed to
+    the rows later layers read (``_TrimmedToDestinations``)."""
+
     def init_conv(self, in_channels, out_channels, **kwargs) -> MessagePassing:
         return SAGEConv(in_channels, out_channels, **kwargs)
 
 
-class GCN(PyGGCN):
-    """PyG's ``GCN`` with ``tritongnn.nn.GCNConv`` layers."""
+class GCN(_TrimmedToDestinations, PyGGCN):
+    """PyG's ``GCN`` with ``tritongnn.nn.GCNConv`` layers, trimmed to the
+    rows later layers read (``_TrimmedToDestinations``: each layer gets the
+    pair ``(x, x[:num_dst])``, which ``GCNConv`` takes)."""
 
     def init_conv(self, in_channels, out_channels, **kwargs) -> MessagePassing:
         return GCNConv(in_channels, out_channels, **kwargs)
