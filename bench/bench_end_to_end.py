@@ -37,7 +37,8 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   ``--pyg-workers``.
 * ``alone``: the model alone on batches prepared in advance (8 of them,
   cycled), scaled to the epoch: the floor the loader is hidden behind;
-  and tritongnn's GraphSAGE once more with full float32 matmuls, to show
+  each model with PyG's layers and with ``tritongnn.nn``'s (GAT: PyG's
+  only), and tritongnn's GraphSAGE once more with full float32 matmuls, to show
   what ``--matmul-precision`` gives.
 * ``accuracy``: GraphSAGE trained for ``--acc-steps`` steps from three seeds
   with each loader, validation accuracy on ``--acc-val`` validation nodes.
@@ -735,8 +736,9 @@ def main():
                 break
         per_epoch = len(loader)
         del loader
-        runs = [("sage", "pyg", args.matmul_precision), ("sage", "tritongnn", args.matmul_precision)] + \
-            [(k, "pyg" if k == "gat" else "tritongnn", args.matmul_precision) for k in args.models if k != "sage"]
+        # each model with PyG's layers, and with tritongnn's where it has them (GAT: none)
+        runs = [(k, library, args.matmul_precision) for k in ["sage"] + [k for k in args.models if k != "sage"]
+                for library in (("pyg",) if k == "gat" else ("pyg", "tritongnn"))]
         if args.matmul_precision != "highest":  # what the TF32 matmuls give
             runs.append(("sage", "tritongnn", "highest"))
         for kind, library, precision in runs:
