@@ -29,16 +29,16 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   the dual cache + grouped sampler. At each ``--budgets-gb`` (0 = no
   budget: a budget that holds the whole graph); and everything in GPU
   memory (``placement="device"``).
-* ``models``: GCN and GAT (8 heads x 8; PyG's GAT for both loaders, the
-  aggregation kernel does not cover attention): tritongnn's recommended
+* ``models``: GCN and GAT (8 heads x 8; ``tritongnn.nn``'s with our loader,
+  PyG's with PyG's loader): tritongnn's recommended
   configuration (``RECOMMENDED``: the fastest ablation step measured at this
   scale, the dual cache; the Triton aggregation where it applies) at each
   budget and all in GPU memory, and PyG's loader with its best
   ``--pyg-workers``.
 * ``alone``: the model alone on batches prepared in advance (8 of them,
   cycled), scaled to the epoch: the floor the loader is hidden behind;
-  each model with PyG's layers and with ``tritongnn.nn``'s (GAT: PyG's
-  only), and tritongnn's GraphSAGE once more with full float32 matmuls, to show
+  each model with PyG's layers and with ``tritongnn.nn``'s, and
+  tritongnn's GraphSAGE once more with full float32 matmuls, to show
   what ``--matmul-precision`` gives.
 * ``accuracy``: GraphSAGE trained for ``--acc-steps`` steps from three seeds
   with each loader, validation accuracy on ``--acc-val`` validation nodes.
@@ -321,7 +321,7 @@ def pyg_data(graph, x, device):
 
 def make_model(kind, library, args, device, width=None, layers=None, seed=0):
     """``kind`` in sage/gcn/gat; ``library`` "pyg" or "tritongnn" (its
-    aggregation kernel; GAT has none: PyG's); one layer per hop sampled
+    aggregation and attention kernels); one layer per hop sampled
     (``layers``, default ``--num-neighbors``'s); weights from ``seed`` (it
     also seeds torch's global generator, which PyG's loader shuffles with)."""
     import torch_geometric.nn as pyg_nn
@@ -329,10 +329,10 @@ def make_model(kind, library, args, device, width=None, layers=None, seed=0):
     width = width or args.features
     torch.manual_seed(seed)
     layers = layers or len(args.num_neighbors)
+    lib = our_nn if library == "tritongnn" else pyg_nn
     if kind == "gat":
-        model = pyg_nn.GAT(width, 64, num_layers=layers, out_channels=args.classes, heads=8)
+        model = lib.GAT(width, 64, num_layers=layers, out_channels=args.classes, heads=8)
     else:
-        lib = our_nn if library == "tritongnn" else pyg_nn
         cls = lib.GraphSAGE if kind == "sage" else lib.GCN
         model = cls(width, args.hidden, num_layers=layers, out_channels=args.classes)
     model = model.to(device)
@@ -736,9 +736,9 @@ def main():
                 break
         per_epoch = len(loader)
         del loader
-        # each model with PyG's layers, and with tritongnn's where it has them (GAT: none)
+        # each model with PyG's layers and with tritongnn's
         runs = [(k, library, args.matmul_precision) for k in ["sage"] + [k for k in args.models if k != "sage"]
-                for library in (("pyg",) if k == "gat" else ("pyg", "tritongnn"))]
+                for library in ("pyg", "tritongnn")]
         if args.matmul_precision != "highest":  # what the TF32 matmuls give
             runs.append(("sage", "tritongnn", "highest"))
         for kind, library, precision in runs:
@@ -759,12 +759,11 @@ def main():
 
     if "models" in args.parts:
         for kind in args.models:
-            library = "pyg" if kind == "gat" else "tritongnn"
             for budget in args.budgets_gb:
                 b = budget_bytes(budget, all_bytes)
                 ours("models", f"recommended [{budget:g} GB]" if budget else "recommended [no budget]",
-                     dict(RECOMMENDED, cache_budget=b), library, kind)
-            ours("models", "all in GPU memory", dict(placement="device"), library, kind)
+                     dict(RECOMMENDED, cache_budget=b), "tritongnn", kind)
+            ours("models", "all in GPU memory", dict(placement="device"), "tritongnn", kind)
 
     if "scaling" in args.parts:
         scaling(args, graph, all_bytes, ours)

@@ -9,13 +9,15 @@ holds the pure-torch versions (test oracles and the CPU path).
 - ``id_map``: fused global-to-local id mapping, keyed by sub-batch.
 - ``gather``: feature row gather from GPU memory or pinned host memory.
 - ``aggregate``: sum/mean neighbour aggregation, forward and backward.
+- ``attention``: GAT's attention-weighted aggregation, forward and backward.
 """
 from .aggregate import aggregate, segment_sum
+from .attention import attend
 from .classify import classify_frontier, prefix_sum
 from .gather import gather_rows
 from .id_map import IdMap
 from .outputs import ClassifiedFrontier, HopSample, MappedHop
 from .sample import draw_seeds, sample_neighbors
 
-__all__ = ["sample_neighbors", "draw_seeds", "IdMap", "gather_rows", "HopSample", "MappedHop", "aggregate",
+__all__ = ["sample_neighbors", "draw_seeds", "IdMap", "gather_rows", "HopSample", "MappedHop", "aggregate", "attend",
            "segment_sum", "classify_frontier", "prefix_sum", "ClassifiedFrontier"]

@@ -238,3 +238,23 @@ def scatter_add(grad, indptr, index, weight, out, mean=False):
     if weight is not None:
         rows = rows * weight[:, None]
     return out.index_add_(0, index, rows)
+
+
+def attend(xs, a_src, a_dst, edge_index, num_dst, negative_slope, num_loops, self_loops):
+    """Reference of ``kernels.attention.attend`` in plain torch ops
+    (differentiable by autograd): per-edge logits, a softmax per destination
+    and head, the weighted sum of the source rows."""
+    src, dst = edge_index[0], edge_index[1]
+    if self_loops:  # existing loops dropped, one per destination below num_loops
+        keep = src != dst
+        loop = torch.arange(num_loops, device=xs.device)
+        src, dst = torch.cat([src[keep], loop]), torch.cat([dst[keep], loop])
+    logit = torch.nn.functional.leaky_relu(a_src.float()[src] + a_dst.float()[dst], negative_slope)  # [E, H]
+    index = dst[:, None].expand_as(logit)
+    top = torch.full((num_dst, logit.size(1)), float("-inf"), device=xs.device)
+    top = top.scatter_reduce(0, index, logit, "amax", include_self=True)
+    p = (logit - top[dst]).exp()
+    total = torch.zeros_like(top).index_add(0, dst, p)
+    alpha = p / total[dst]
+    out = torch.zeros((num_dst,) + tuple(xs.shape[1:]), dtype=torch.float32, device=xs.device)
+    return out.index_add(0, dst, alpha[:, :, None] * xs.float()[src]).to(xs.dtype)

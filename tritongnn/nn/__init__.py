@@ -3,15 +3,18 @@
 ``tritongnn.nn.SAGEConv``, ``GCNConv`` and ``SimpleConv`` are PyG's layers
 (same arguments, parameters and outputs) with the sum/mean aggregation of
 ``kernels.aggregate`` in place of message materialisation plus scatter;
-``tritongnn.nn.GraphSAGE`` and ``GCN`` are PyG's models built from them;
+``GATConv`` with the attention of ``kernels.attention`` (softmax and
+weighted sum per destination, no per-edge tensors);
+``tritongnn.nn.GraphSAGE``, ``GCN`` and ``GAT`` are PyG's models built from them;
 trimmed (``num_sampled_nodes_per_hop``), their layers compute only the rows
 later layers read (``conv.TrimToDestinations``). ``SAGEConv`` adds its root
 term by ``addmm_`` and the root rows' gradient in place, and a normalised
 ``GCNConv`` adds its self loops' messages without appending loops to
 ``edge_index`` and aggregates before its linear map where that is cheaper
-(their docstrings; ``conv.FUSED_FORWARD = False`` takes PyG's forwards). Anything the kernel does not cover (other
-aggregations, sparse adjacency, explain mode, hooks) falls back to PyG.
+(their docstrings; ``conv.FUSED_FORWARD = False`` takes PyG's forwards).
+Anything the kernels do not cover (other aggregations, sparse adjacency,
+explain mode, hooks) falls back to PyG.
 """
-from .conv import GCN, GCNConv, GraphSAGE, SAGEConv, SimpleConv
+from .conv import GAT, GATConv, GCN, GCNConv, GraphSAGE, SAGEConv, SimpleConv
 
-__all__ = ["SAGEConv", "GCNConv", "SimpleConv", "GraphSAGE", "GCN"]
+__all__ = ["SAGEConv", "GCNConv", "GATConv", "SimpleConv", "GraphSAGE", "GCN", "GAT"]

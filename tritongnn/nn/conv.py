@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 from torch.nn.parameter import UninitializedParameter
+from torch_geometric.nn import GAT as PyGGAT
+from torch_geometric.nn import GATConv as PyGGATConv
 from torch_geometric.nn import GCN as PyGGCN
 from torch_geometric.nn import GCNConv as PyGGCNConv
 from torch_geometric.nn import GraphSAGE as PyGGraphSAGE
@@ -13,6 +15,7 @@ from torch_geometric.nn.dense.linear import Linear as PyGLinear
 from torch_geometric.utils._trim_to_layer import TrimToLayer
 
 from ..kernels.aggregate import DTYPES as _KERNEL_DTYPES, aggregate
+from ..kernels.attention import MAX_CHANNELS as _ATTENTION_MAX_CHANNELS, attend
 
 _KERNEL_AGGRS = {"mean": "mean", "sum": "sum", "add": "sum"}
 
@@ -26,13 +29,8 @@ class _KernelPropagate:
     is ``x_j``, optionally times ``edge_weight``; PyG's own otherwise."""
 
     def _kernel_covers(self, edge_index, kwargs) -> bool:
-        if not (isinstance(self.aggr, str) and self.aggr in _KERNEL_AGGRS
-                and isinstance(edge_index, torch.Tensor) and edge_index.layout == torch.strided
-                and edge_index.dim() == 2 and edge_index.dtype == torch.int64
-                and set(kwargs) <= {"x", "edge_weight"} and "x" in kwargs
-                and not self._explain and not self._propagate_forward_pre_hooks
-                and not self._propagate_forward_hooks and self.flow == "source_to_target"
-                and self.decomposed_layers == 1):
+        if not (isinstance(self.aggr, str) and self.aggr in _KERNEL_AGGRS and _plain_edges(self, edge_index)
+                and set(kwargs) <= {"x", "edge_weight"} and "x" in kwargs):
             return False
         x, weight = kwargs["x"], kwargs.get("edge_weight")
         x_src = x[0] if isinstance(x, tuple) else x
@@ -42,22 +40,39 @@ class _KernelPropagate:
                 and self.node_dim in (0, -2)
                 and (weight is None or (isinstance(weight, torch.Tensor) and weight.dim() == 1)))
 
-    def _checked_num_dst(self, edge_index, size, x_src, x_dst) -> int:
-        """PyG's own checks of ``edge_index`` and ``size`` against the
-        inputs, as its propagate makes them; the number of destinations."""
-        size = self._check_input(edge_index, size)
-        self._set_size(size, 0, x_src)
-        if x_dst is not None:
-            self._set_size(size, 1, x_dst)
-        return size[1] if size[1] is not None else size[0]
-
     def propagate(self, edge_index, size=None, **kwargs):
         if not self._kernel_covers(edge_index, kwargs):
             return MessagePassing.propagate(self, edge_index, size=size, **kwargs)
         x = kwargs["x"]
         x_src, x_dst = x if isinstance(x, tuple) else (x, x)
-        num_dst = self._checked_num_dst(edge_index, size, x_src, x_dst)
+        num_dst = _checked_num_dst(self, edge_index, size, x_src, x_dst)
         return aggregate(x_src, edge_index, num_dst, _KERNEL_AGGRS[self.aggr], kwargs.get("edge_weight"))
+
+
+_PASSING_HOOKS = ("_propagate_forward_pre_hooks", "_propagate_forward_hooks", "_message_forward_pre_hooks",
+                  "_message_forward_hooks", "_aggregate_forward_pre_hooks", "_aggregate_forward_hooks",
+                  "_message_and_aggregate_forward_pre_hooks", "_message_and_aggregate_forward_hooks",
+                  "_edge_update_forward_pre_hooks", "_edge_update_forward_hooks")
+
+
+def _plain_edges(layer: MessagePassing, edge_index) -> bool:
+    """A dense ``[2, E]`` int64 ``edge_index``, and nothing that expects
+    PyG's own message passing: explain mode, hooks on its steps (the kernels
+    run none of them), another flow, decomposed layers."""
+    return (isinstance(edge_index, torch.Tensor) and edge_index.layout == torch.strided
+            and edge_index.dim() == 2 and edge_index.dtype == torch.int64
+            and not layer._explain and not any(getattr(layer, name, None) for name in _PASSING_HOOKS)
+            and layer.flow == "source_to_target" and layer.decomposed_layers == 1)
+
+
+def _checked_num_dst(layer: MessagePassing, edge_index, size, x_src, x_dst) -> int:
+    """PyG's own checks of ``edge_index`` and ``size`` against the inputs,
+    as ``layer``'s propagate makes them; the number of destinations."""
+    size = layer._check_input(edge_index, size)
+    layer._set_size(size, 0, x_src)
+    if x_dst is not None:
+        layer._set_size(size, 1, x_dst)
+    return size[1] if size[1] is not None else size[0]
 
 
 def _plain_linear(lin) -> bool:
@@ -120,7 +135,7 @@ class SAGEConv(_KernelPropagate, PyGSAGEConv):
                 and not torch.is_autocast_enabled(pair[1].device.type)):
             return PyGSAGEConv.forward(self, x, edge_index, size)
         x_src, x_dst = pair
-        num_dst = self._checked_num_dst(edge_index, None, x_src, x_dst)
+        num_dst = _checked_num_dst(self, edge_index, None, x_src, x_dst)
         reduce = _KERNEL_AGGRS[self.aggr]
         if x_src.requires_grad and _leading_rows(x_src, x_dst):
             out, x_dst = aggregate(x_src, edge_index, num_dst, reduce, with_root=True)
@@ -173,7 +188,7 @@ class GCNConv(_KernelPropagate, PyGGCNConv):
             out = PyGGCNConv.forward(self, x_src, edge_index, edge_weight)
             return out if x_dst is x_src else out.narrow(0, 0, x_dst.size(0))
         # PyG's checks of edge_index against x, ahead of the normalisation's indexing
-        num_dst = self._checked_num_dst(edge_index, None, x_src, x_dst)
+        num_dst = _checked_num_dst(self, edge_index, None, x_src, x_dst)
         num_src = x_src.size(0)
         row, col = edge_index[0], edge_index[1]
         loop = row == col
@@ -224,6 +239,59 @@ class GCNConv(_KernelPropagate, PyGGCNConv):
             out = aggregate(h, edge_index, num_dst, "sum", norm)
             h_dst = h.narrow(0, 0, num_dst) if h_dst is None else h_dst
         return out.addcmul_(loop_norm.to(out.dtype), h_dst)
+
+
+class GATConv(PyGGATConv):
+    """PyG's ``GATConv``; the attention, its softmax and the weighted sum run
+    in one Triton kernel per direction (``kernels.attention``), with no
+    ``[E, heads]`` or ``[E, heads, C]`` tensors and no appended self loops.
+
+    The linear maps and the node-level logits (``att_src``, ``att_dst``)
+    are PyG's; so are the outputs and gradients. Where the kernel does not
+    apply, PyG's forward runs: edge features, attention dropout while
+    training, ``return_attention_weights``, an explicit ``size``, a sparse
+    ``edge_index``, another aggregation, hooks or explain mode, heads wider
+    than ``kernels.attention.MAX_CHANNELS``, or ``FUSED_FORWARD = False``.
+    A pair ``(x, x[:k])`` (``TrimToDestinations``) maps the destinations'
+    rows once, with the sources'.
+    """
+
+    # PyG's generic message passing for its own forward: PyG compiles these
+    # per class from the ``# ..._type`` comments of ``forward``'s source,
+    # which this forward does not hold; defined here, PyG keeps them
+    def propagate(self, edge_index, size=None, **kwargs):
+        return MessagePassing.propagate(self, edge_index, size=size, **kwargs)
+
+    def edge_updater(self, edge_index, size=None, **kwargs):
+        return MessagePassing.edge_updater(self, edge_index, size=size, **kwargs)
+
+    def forward(self, x, edge_index, edge_attr=None, size=None, return_attention_weights=None):
+        pair = (x, x) if isinstance(x, torch.Tensor) else x
+        if not (FUSED_FORWARD and isinstance(pair, tuple) and len(pair) == 2
+                and all(isinstance(t, torch.Tensor) and t.dim() == 2 and t.dtype in _KERNEL_DTYPES for t in pair)
+                and edge_attr is None and size is None and not return_attention_weights
+                and (self.dropout == 0 or not self.training) and self.aggr in ("add", "sum")
+                and self.out_channels <= _ATTENTION_MAX_CHANNELS and _plain_edges(self, edge_index)):
+            return PyGGATConv.forward(self, x, edge_index, edge_attr, size, return_attention_weights)
+        x_src, x_dst = pair
+        _checked_num_dst(self, edge_index, None, x_src, x_dst)  # PyG's checks of edge_index against x
+        heads, channels = self.heads, self.out_channels
+        res = self.res(x_dst) if self.res is not None else None
+        lin_src, lin_dst = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
+        xs = lin_src(x_src).view(-1, heads, channels)
+        leading = x_dst is x_src or (_leading_rows(x_src, x_dst) if x_src.requires_grad or x_dst.requires_grad
+                                     else _leading_in_memory(x_src, x_dst))
+        if lin_dst is lin_src and leading:
+            xd = xs.narrow(0, 0, x_dst.size(0))  # the same rows' map: computed once
+        else:
+            xd = lin_dst(x_dst).view(-1, heads, channels)
+        a_src = (xs * self.att_src).sum(dim=-1)
+        a_dst = (xd * self.att_dst).sum(dim=-1)
+        out = attend(xs, a_src, a_dst, edge_index, self.negative_slope, self.add_self_loops)
+        out = out.view(-1, heads * channels) if self.concat else out.mean(dim=1)
+        if res is not None:
+            out = out + res
+        return out + self.bias if self.bias is not None else out
 
 
 class SimpleConv(_KernelPropagate, PyGSimpleConv):
@@ -301,3 +369,17 @@ class GCN(_TrimmedToDestinations, PyGGCN):
 
     def init_conv(self, in_channels, out_channels, **kwargs) -> MessagePassing:
         return GCNConv(in_channels, out_channels, **kwargs)
+
+
+class GAT(_TrimmedToDestinations, PyGGAT):
+    """PyG's ``GAT`` with ``tritongnn.nn.GATConv`` layers (``v2=True``:
+    PyG's ``GATv2Conv``), trimmed to the rows later layers read
+    (``_TrimmedToDestinations``)."""
+
+    def init_conv(self, in_channels, out_channels, **kwargs) -> MessagePassing:
+        conv = super().init_conv(in_channels, out_channels, **kwargs)
+        if type(conv) is PyGGATConv:
+            # PyG's layer as PyG's GAT configures it (heads, concat, dropout,
+            # ...), with our forward: GATConv adds no state of its own
+            conv.__class__ = GATConv
+        return conv
