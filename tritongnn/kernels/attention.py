@@ -33,7 +33,7 @@ from . import reference
 from ._launch import interpreted_block, next_power_of_2, on_device_of, use_triton
 from .aggregate import DTYPES, _grouping
 
-_NEG = -1e30  # the running max before any edge: finite, so exp(max - max) is never nan
+_NEG = tl.constexpr(-1e30)  # the running max before any edge: finite, so exp(max - max) is never nan
 
 
 @triton.jit
