@@ -114,9 +114,10 @@ PyG's loader in one run)::
     PYG="--pyg-workers 0 12 --pyg-pin-memory 0 --pyg-batches 6"
     $E2E --parts host pyg --budgets-gb 24 --epochs 1 --warmup 16 $PYG --host-loaders '{}' '{"super_batch": 16, "reuse": "group"}'
     $E2E --parts host --budgets-gb 0 --epochs 1 --warmup 16 --host-loaders '{}'  # no budget, ~130 s
-    $E2E --parts ablation --budgets-gb 24 --epochs 1 --warmup 16            # ~250 s
-    $E2E --parts alone ablation --budgets-gb 0 --epochs 1 --warmup 16       # the no-budget column, ~250 s
-    $E2E --parts alone models --budgets-gb 24 --batches 30 $PYG             # ~300 s
+    $E2E --parts ablation --budgets-gb 24 --epochs 1 --warmup 16            # ~190 s
+    $E2E --parts alone ablation --models sage --budgets-gb 0 --epochs 1 --warmup 16  # the no-budget column, ~175 s
+    $E2E --parts alone --budgets-gb 24 --batches 30 --warmup 16             # every model alone, ~110 s
+    $E2E --parts models --budgets-gb 24 --batches 30 --warmup 16 $PYG       # GCN and GAT, ~375 s
     $E2E --parts scaling --budgets-gb 24 --batches 20 --warmup 16 --png bench/results/end_to_end_scaling.png  # ~300 s
     $E2E --parts accuracy --pyg-workers 12 --acc-steps 40
     $E2E --parts host profile --budgets-gb 0 24 --batches 30 --profile-trace /tmp/trace.json  # 270 s
