@@ -493,7 +493,7 @@ def test_graphsage_with_trimmed_layers_matches_pyg(fanouts, layers):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("fanouts, layers", [([4, 3], 2), ([4, 3, 2], 3), ([4, 3, 2], 2)])
-@pytest.mark.parametrize("model", ["GraphSAGE", "GCN"])
+@pytest.mark.parametrize("model", ["GraphSAGE", "GCN", "GAT"])
 def test_trimmed_models_match_pyg_on_the_gpu(fanouts, layers, model):
     # the same, compiled: the aggregation kernels on bipartite layers, on a GPU
     from test_loader import random_data
@@ -503,8 +503,9 @@ def test_trimmed_models_match_pyg_on_the_gpu(fanouts, layers, model):
     data = random_data(num_nodes=3000, num_edges=60000)
     batch = next(iter(NeighborLoader(data, fanouts, batch_size=256, seed=0, device="cuda")))
     torch.manual_seed(0)
-    ours = getattr(our_nn, model)(data.num_features, 32, num_layers=layers, out_channels=5).cuda()
-    theirs = getattr(pyg_nn, model)(data.num_features, 32, num_layers=layers, out_channels=5).cuda()
+    kwargs = dict(heads=4) if model == "GAT" else {}
+    ours = getattr(our_nn, model)(data.num_features, 32, num_layers=layers, out_channels=5, **kwargs).cuda()
+    theirs = getattr(pyg_nn, model)(data.num_features, 32, num_layers=layers, out_channels=5, **kwargs).cuda()
     theirs.load_state_dict(ours.state_dict())
     kwargs = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
                   num_sampled_edges_per_hop=batch.num_sampled_edges)
