@@ -455,22 +455,12 @@ def test_graphsage_with_trimmed_layers_matches_pyg(fanouts, layers):
     torch.manual_seed(0)
     ours = GraphSAGE(data.num_features, 16, num_layers=layers, out_channels=5)
     theirs = PyGGraphSAGE(data.num_features, 16, num_layers=layers, out_channels=5)
-    theirs.load_state_dict(ours.state_dict())
     assert all(isinstance(conv, SAGEConv) for conv in ours.convs)
     assert isinstance(ours._trim, TrimToDestinations)
+    with reference_on_cpu():
+        assert_trimmed_model_matches(ours, theirs, batch, len(fanouts), layers)
     kwargs = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
                   num_sampled_edges_per_hop=batch.num_sampled_edges)
-    with reference_on_cpu():
-        out = ours(batch.x, batch.edge_index, **kwargs)
-    expected = theirs(batch.x, batch.edge_index, **kwargs)
-    # the output's rows: the nodes of the hops no layer reached
-    assert out.size(0) == sum(batch.num_sampled_nodes[:len(fanouts) + 1 - layers])
-    torch.testing.assert_close(out[:batch.batch_size], expected[:batch.batch_size], rtol=1e-4, atol=1e-5)
-    grad = torch.randn(batch.batch_size, 5)
-    out[:batch.batch_size].backward(grad)
-    expected[:batch.batch_size].backward(grad)
-    for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
-        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5, msg=name)
     # untrimmed, and with a normalisation that sees every row: PyG's trimming
     with reference_on_cpu():
         a = ours(batch.x, batch.edge_index)[:batch.batch_size]
@@ -490,6 +480,24 @@ def test_graphsage_with_trimmed_layers_matches_pyg(fanouts, layers):
     torch.testing.assert_close(a, normed_pyg(batch.x, batch.edge_index, **kwargs), rtol=1e-4, atol=1e-5)
 
 
+def assert_trimmed_model_matches(ours, theirs, batch, hops, layers, grad_atol=1e-5):
+    """``ours`` (trimmed to destinations) and ``theirs`` (PyG's, same weights)
+    on one sampled batch: the output's rows (the nodes of the hops no layer
+    reached), the seeds' outputs and every parameter's gradient."""
+    theirs.load_state_dict(ours.state_dict())
+    kwargs = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                  num_sampled_edges_per_hop=batch.num_sampled_edges)
+    out = ours(batch.x, batch.edge_index, **kwargs)
+    expected = theirs(batch.x, batch.edge_index, **kwargs)
+    assert out.size(0) == sum(batch.num_sampled_nodes[:hops + 1 - layers])
+    torch.testing.assert_close(out[:batch.batch_size], expected[:batch.batch_size], rtol=1e-4, atol=1e-5)
+    grad = torch.randn(batch.batch_size, out.size(1), device=out.device)
+    out[:batch.batch_size].backward(grad)
+    expected[:batch.batch_size].backward(grad)
+    for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=grad_atol, msg=name)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("fanouts, layers", [([4, 3], 2), ([4, 3, 2], 3), ([4, 3, 2], 2)])
@@ -506,18 +514,8 @@ def test_trimmed_models_match_pyg_on_the_gpu(fanouts, layers, model):
     kwargs = dict(heads=4) if model == "GAT" else {}
     ours = getattr(our_nn, model)(data.num_features, 32, num_layers=layers, out_channels=5, **kwargs).cuda()
     theirs = getattr(pyg_nn, model)(data.num_features, 32, num_layers=layers, out_channels=5, **kwargs).cuda()
-    theirs.load_state_dict(ours.state_dict())
-    kwargs = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
-                  num_sampled_edges_per_hop=batch.num_sampled_edges)
     assert torch.get_float32_matmul_precision() == "highest"  # float32 against float32
-    out = ours(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
-    expected = theirs(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
-    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
-    grad = torch.randn_like(out)
-    out.backward(grad)
-    expected.backward(grad)
-    for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
-        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-4, msg=name)
+    assert_trimmed_model_matches(ours, theirs, batch, len(fanouts), layers, grad_atol=1e-4)
 
 
 @pytest.mark.parametrize("fanouts, layers", [([4, 3], 2), ([4, 3, 2], 3), ([4, 3, 2], 2)])
@@ -535,21 +533,10 @@ def test_gcn_with_trimmed_layers_matches_pyg(fanouts, layers):
     torch.manual_seed(0)
     ours, theirs = GCN(data.num_features, 16, num_layers=layers, out_channels=5), \
         PyGGCN(data.num_features, 16, num_layers=layers, out_channels=5)
-    theirs.load_state_dict(ours.state_dict())
     assert all(isinstance(conv, GCNConv) for conv in ours.convs)
     assert isinstance(ours._trim, TrimToDestinations)
-    kwargs = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
-                  num_sampled_edges_per_hop=batch.num_sampled_edges)
     with reference_on_cpu():
-        out = ours(batch.x, batch.edge_index, **kwargs)
-    expected = theirs(batch.x, batch.edge_index, **kwargs)
-    assert out.size(0) == sum(batch.num_sampled_nodes[:len(fanouts) + 1 - layers])
-    torch.testing.assert_close(out[:batch.batch_size], expected[:batch.batch_size], rtol=1e-4, atol=1e-5)
-    grad = torch.randn(batch.batch_size, 5)
-    out[:batch.batch_size].backward(grad)
-    expected[:batch.batch_size].backward(grad)
-    for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
-        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5, msg=name)
+        assert_trimmed_model_matches(ours, theirs, batch, len(fanouts), layers)
     with reference_on_cpu():  # untrimmed
         a = ours(batch.x, batch.edge_index)[:batch.batch_size]
     torch.testing.assert_close(a, theirs(batch.x, batch.edge_index)[:batch.batch_size], rtol=1e-4, atol=1e-5)

@@ -138,6 +138,7 @@ def test_gatconv_takes_pairs():
 
 @pytest.mark.parametrize("fanouts, layers", [([4, 3], 2), ([4, 3, 2], 3)])
 def test_gat_with_trimmed_layers_matches_pyg(fanouts, layers):
+    from test_aggregate import assert_trimmed_model_matches
     from test_loader import random_data
     from tritongnn import NeighborLoader
     from tritongnn.nn.conv import TrimToDestinations
@@ -147,19 +148,8 @@ def test_gat_with_trimmed_layers_matches_pyg(fanouts, layers):
     torch.manual_seed(0)
     ours = GAT(data.num_features, 16, num_layers=layers, out_channels=5, heads=4)
     theirs = PyGGAT(data.num_features, 16, num_layers=layers, out_channels=5, heads=4)
-    theirs.load_state_dict(ours.state_dict())
     assert all(isinstance(conv, GATConv) for conv in ours.convs) and isinstance(ours._trim, TrimToDestinations)
-    kwargs = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
-                  num_sampled_edges_per_hop=batch.num_sampled_edges)
-    out = ours(batch.x, batch.edge_index, **kwargs)
-    expected = theirs(batch.x, batch.edge_index, **kwargs)
-    assert out.size(0) == sum(batch.num_sampled_nodes[:len(fanouts) + 1 - layers])
-    torch.testing.assert_close(out[:batch.batch_size], expected[:batch.batch_size], rtol=1e-4, atol=1e-5)
-    grad = torch.randn(batch.batch_size, 5)
-    out[:batch.batch_size].backward(grad)
-    expected[:batch.batch_size].backward(grad)
-    for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
-        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5, msg=name)
+    assert_trimmed_model_matches(ours, theirs, batch, len(fanouts), layers)  # the kernel (interpreted)
     assert type(GAT(8, 16, num_layers=2, v2=True).convs[0]).__name__ == "GATv2Conv"  # PyG's
 
 
