@@ -3,7 +3,7 @@ reference, and ``tritongnn.nn.GATConv`` / ``GAT`` against PyG's, outputs and
 gradients."""
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 from torch_geometric.nn import GAT as PyGGAT
 from torch_geometric.nn import GATConv as PyGGATConv
 
@@ -46,7 +46,6 @@ def graphs(draw):
     return num_src, num_dst, torch.stack([src, dst]), heads, channels, g
 
 
-@settings(max_examples=25, deadline=None)
 @given(graphs(), st.booleans(), st.sampled_from([0.2, 0.0]))
 def test_attend_matches_its_reference(graph, self_loops, slope):
     num_src, num_dst, edge_index, heads, channels, g = graph
