@@ -135,6 +135,23 @@ def test_gatconv_takes_pairs():
         ours(x, torch.zeros(3, 4, dtype=torch.int64))
 
 
+def test_gatconv_initialised_bipartite():
+    # separate maps of sources and destinations (in_channels a pair), with
+    # and without gradients: PyG's outputs and gradients
+    ours, theirs = layer_pair((12, 10), 5, heads=3)
+    g = torch.Generator().manual_seed(9)
+    x_src, x_dst = torch.randn(30, 12, generator=g), torch.randn(11, 10, generator=g)
+    edge_index = torch.stack([torch.randint(0, 30, (90,), generator=g), torch.randint(0, 11, (90,), generator=g)])
+    results = []
+    for layer in (ours, theirs):
+        leaves = [x_src.clone().requires_grad_(), x_dst.clone().requires_grad_()]
+        results.append(outputs_and_grads(lambda: layer(tuple(leaves), edge_index), leaves + list(layer.parameters())))
+        with torch.no_grad():
+            results[-1].append(layer((x_src, x_dst), edge_index))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("fanouts, layers", [([4, 3], 2), ([4, 3, 2], 3)])
 def test_gat_with_trimmed_layers_matches_pyg(fanouts, layers):
     from test_aggregate import assert_trimmed_model_matches
