@@ -374,7 +374,9 @@ class GCN(_TrimmedToDestinations, PyGGCN):
 class GAT(_TrimmedToDestinations, PyGGAT):
     """PyG's ``GAT`` with ``tritongnn.nn.GATConv`` layers (``v2=True``:
     PyG's ``GATv2Conv``), trimmed to the rows later layers read
-    (``_TrimmedToDestinations``)."""
+    (``_TrimmedToDestinations``). PyG's ``GAT`` gives its ``dropout`` to
+    every layer's attention too: with ``dropout > 0`` the layers train on
+    PyG's path (the kernel has no attention dropout) and evaluate on ours."""
 
     def init_conv(self, in_channels, out_channels, **kwargs) -> MessagePassing:
         conv = super().init_conv(in_channels, out_channels, **kwargs)
