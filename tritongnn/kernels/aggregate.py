@@ -366,6 +366,14 @@ class _Aggregate(torch.autograd.Function):
         return grad_x, None, None, None, None, grad_weight, None
 
 
+def check_edge_index(edge_index: torch.Tensor) -> None:
+    """ValueError unless ``edge_index`` is a ``[2, E]`` int64 tensor (what
+    the aggregation and attention kernels read)."""
+    if edge_index.dim() != 2 or edge_index.size(0) != 2 or edge_index.dtype != torch.int64:
+        raise ValueError(f"edge_index must be a [2, E] int64 tensor, got {edge_index.dtype} "
+                         f"{tuple(edge_index.shape)}")
+
+
 @on_device_of("x")
 def aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_dst: int, reduce: str = "sum",
               edge_weight: torch.Tensor | None = None, with_root: bool = False):
@@ -399,9 +407,7 @@ def aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_dst: int, reduce: s
     if with_root and num_dst > x.size(0):
         raise ValueError(f"with_root needs the destinations to lead x: num_dst ({num_dst}) is more than "
                          f"x's {x.size(0)} rows")
-    if edge_index.dim() != 2 or edge_index.size(0) != 2 or edge_index.dtype != torch.int64:
-        raise ValueError(f"edge_index must be a [2, E] int64 tensor, got {edge_index.dtype} "
-                         f"{tuple(edge_index.shape)}")
+    check_edge_index(edge_index)
     if edge_weight is not None and edge_weight.shape != (edge_index.size(1),):
         raise ValueError(f"edge_weight must have shape [{edge_index.size(1)}] (one per edge), "
                          f"got {tuple(edge_weight.shape)}")

@@ -31,7 +31,7 @@ import triton.language as tl
 
 from . import reference
 from ._launch import interpreted_block, next_power_of_2, on_device_of, use_triton
-from .aggregate import DTYPES, _grouping
+from .aggregate import DTYPES, _grouping, check_edge_index
 
 _NEG = tl.constexpr(-1e30)  # the running max before any edge: finite, so exp(max - max) is never nan
 
@@ -240,9 +240,7 @@ def attend(xs: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, edge_inde
     if a_src.shape != xs.shape[:2] or a_dst.dim() != 2 or a_dst.size(1) != heads:
         raise ValueError(f"a_src must be [{xs.size(0)}, {heads}] and a_dst [N_dst, {heads}], got "
                          f"{tuple(a_src.shape)} and {tuple(a_dst.shape)}")
-    if edge_index.dim() != 2 or edge_index.size(0) != 2 or edge_index.dtype != torch.int64:
-        raise ValueError(f"edge_index must be a [2, E] int64 tensor, got {edge_index.dtype} "
-                         f"{tuple(edge_index.shape)}")
+    check_edge_index(edge_index)
     num_src, num_dst = xs.size(0), a_dst.size(0)
     num_loops = min(num_src, num_dst) if self_loops else 0
     if not use_triton(xs.device):

@@ -109,6 +109,15 @@ def _leading_in_memory(x_src: torch.Tensor, x_dst: torch.Tensor) -> bool:
             and x_dst.size(1) == x_src.size(1) and x_dst.size(0) <= x_src.size(0))
 
 
+def _leads(x_src: torch.Tensor, x_dst: torch.Tensor) -> bool:
+    """``x_dst`` holds ``x_src``'s leading rows: in memory, and in autograd
+    too where either needs a gradient (its gradient then reaches
+    ``x_src``'s rows)."""
+    if x_src.requires_grad or x_dst.requires_grad:
+        return _leading_rows(x_src, x_dst)
+    return _leading_in_memory(x_src, x_dst)
+
+
 class SAGEConv(_KernelPropagate, PyGSAGEConv):
     """PyG's ``SAGEConv``; ``propagate`` aggregates in one Triton kernel.
 
@@ -174,9 +183,7 @@ class GCNConv(_KernelPropagate, PyGGCNConv):
 
     def forward(self, x, edge_index, edge_weight=None):
         if isinstance(x, (tuple, list)):
-            if not (len(x) == 2 and all(isinstance(t, torch.Tensor) for t in x)
-                    and (_leading_rows(x[0], x[1]) if x[0].requires_grad or x[1].requires_grad
-                         else _leading_in_memory(x[0], x[1]))):
+            if not (len(x) == 2 and all(isinstance(t, torch.Tensor) for t in x) and _leads(*x)):
                 return PyGGCNConv.forward(self, x, edge_index, edge_weight)  # its ValueError
             x_src, x_dst = x
         else:
@@ -279,9 +286,7 @@ class GATConv(PyGGATConv):
         res = self.res(x_dst) if self.res is not None else None
         lin_src, lin_dst = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
         xs = lin_src(x_src).view(-1, heads, channels)
-        leading = x_dst is x_src or (_leading_rows(x_src, x_dst) if x_src.requires_grad or x_dst.requires_grad
-                                     else _leading_in_memory(x_src, x_dst))
-        if lin_dst is lin_src and leading:
+        if lin_dst is lin_src and _leads(x_src, x_dst):
             xd = xs.narrow(0, 0, x_dst.size(0))  # the same rows' map: computed once
         else:
             xd = lin_dst(x_dst).view(-1, heads, channels)
