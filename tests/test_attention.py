@@ -1,6 +1,8 @@
 """GAT's attention aggregation (``kernels.attention``) against its pure-torch
 reference, and ``tritongnn.nn.GATConv`` / ``GAT`` against PyG's, outputs and
 gradients."""
+import contextlib
+
 import pytest
 import torch
 from hypothesis import given, strategies as st
@@ -59,6 +61,24 @@ def test_attend_matches_its_reference(graph, self_loops, slope):
                                leaves)
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_attend_refuses_bad_input_by_name():
+    xs, a_src, a_dst = torch.randn(6, 2, 3), torch.randn(6, 2), torch.randn(4, 2)
+    edge_index = torch.tensor([[0, 5], [1, 3]])
+    with pytest.raises(ValueError, match="xs must be"):
+        attend(xs.double(), a_src, a_dst, edge_index)
+    with pytest.raises(ValueError, match="xs must be"):
+        attend(xs[:, 0], a_src, a_dst, edge_index)
+    with pytest.raises(ValueError, match=r"a_src must be \[6, 2\]"):
+        attend(xs, a_src[:, :1], a_dst, edge_index)
+    with pytest.raises(ValueError, match="a_dst"):
+        attend(xs, a_src, a_dst[:, :1], edge_index)
+    with pytest.raises(ValueError, match=r"edge_index must be a \[2, E\] int64"):
+        attend(xs, a_src, a_dst, edge_index.int())
+    for path in (contextlib.nullcontext(), reference_on_cpu()):  # the kernel's launch and the CPU path
+        with pytest.raises(ValueError, match=r"edge_index\[1\] holds node id 4, outside \[0, 4\)"), path:
+            attend(xs, a_src, a_dst, torch.tensor([[0, 5], [1, 4]]))  # the kernel would read past a_dst
 
 
 def layer_pair(*args, **kwargs):

@@ -243,9 +243,9 @@ def attend(xs: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, edge_inde
     check_edge_index(edge_index)
     num_src, num_dst = xs.size(0), a_dst.size(0)
     num_loops = min(num_src, num_dst) if self_loops else 0
+    src, dst = edge_index[0].contiguous(), edge_index[1].contiguous()
+    grouping = _grouping(edge_index, src, dst, num_src, num_dst)  # also checks the ids' ranges
     if not use_triton(xs.device):
         return reference.attend(xs, a_src, a_dst, edge_index, num_dst, float(negative_slope), num_loops, self_loops)
-    src, dst = edge_index[0].contiguous(), edge_index[1].contiguous()
-    grouping = _grouping(edge_index, src, dst, num_src, num_dst)
     return _Attend.apply(xs.contiguous(), a_src.float().contiguous(), a_dst.float().contiguous(),
                          grouping.dst_indptr, grouping.by_dst(src), num_loops, float(negative_slope), self_loops)
