@@ -673,6 +673,30 @@ def test_cuda_graph_replay_matches_eager(placement):
             assert (torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b), key
 
 
+def test_edge_index_is_the_samplers_rows_not_a_copy(device):
+    # sample and sample_many write row and col as the two rows of one [2, E]
+    # tensor: the batch's edge_index is that tensor; any other pair is stacked
+    from tritongnn import CSCGraph, NeighborSampler
+    from tritongnn.sampling.sampler import edge_index_of
+    data = random_data()
+    sampler = NeighborSampler(CSCGraph.from_edge_index(data.edge_index, 300).to(device), [3, 2], device=device)
+    seeds = torch.arange(40, device=device)
+    outs = [sampler.sample(seeds, torch.Generator().manual_seed(0))]
+    outs += sampler.sample_many([seeds[:25], seeds[25:], seeds[:0]], torch.Generator().manual_seed(0))
+    for out in outs:
+        edge_index = edge_index_of(out.row, out.col)
+        assert edge_index.shape == (2, out.row.numel()) and edge_index.is_contiguous()
+        assert edge_index.data_ptr() == out.row.data_ptr()
+        assert torch.equal(edge_index, torch.stack([out.row, out.col]))
+    row, col = torch.arange(4), torch.arange(4, 8)
+    assert torch.equal(edge_index_of(row, col), torch.stack([row, col]))
+    pair = torch.stack([row, col])
+    swapped = edge_index_of(pair[1], pair[0])  # rows of one tensor, in the wrong order: a copy
+    assert swapped.data_ptr() != pair.data_ptr() and torch.equal(swapped, pair.flip(0))
+    batch = next(iter(NeighborLoader(data, [3, 2], batch_size=40, device=device)))
+    assert batch.edge_index.is_contiguous() and batch.edge_index.size(0) == 2
+
+
 def test_sampler_checks_its_seeds():
     # the loader's seeds were checked as input_nodes; a sampler used alone
     # checks each call's (an id past indptr would be read as a row)

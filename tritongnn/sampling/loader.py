@@ -50,7 +50,7 @@ from ..kernels import gather_rows
 from ..kernels._launch import new_stream
 from ..kernels.aggregate import mark_sorted_by_dst
 from ..kernels.sample import METHODS as SAMPLE_METHODS
-from .sampler import NeighborSampler, check_num_neighbors
+from .sampler import NeighborSampler, check_num_neighbors, edge_index_of
 from .shard import SeedShards, resolve_ranks
 from .timing import StageTimes
 
@@ -908,7 +908,7 @@ class NeighborLoader:
         n_id = node if cache is None else cache.order[node]
         # edges come grouped by target, hop by hop (the sampler's order): the
         # mark spares tritongnn.nn's layers a host sync each checking it
-        batch = Data(edge_index=mark_sorted_by_dst(torch.stack([out.row, out.col])), n_id=n_id)
+        batch = Data(edge_index=mark_sorted_by_dst(edge_index_of(out.row, out.col)), n_id=n_id)
         reuse = self.reuse
         if self.x is not None:
             if cache is not None:

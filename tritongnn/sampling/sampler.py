@@ -94,6 +94,30 @@ _CAPTURE_LOCK = threading.Lock()
 _capture_streams: dict[int, torch.cuda.Stream] = {}  # by device index, made under the lock
 
 
+def _edge_rows(rows: list[torch.Tensor], cols: list[torch.Tensor], device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch's ``row`` and ``col`` (each hop's parts laid end to end),
+    written as the two rows of one ``[2, E]`` tensor: the loader's
+    ``edge_index`` is then that tensor (``edge_index_of``), not a copy."""
+    num_edges = sum(part.numel() for part in rows)
+    edge_index = torch.empty((2, num_edges), dtype=torch.int64, device=device)
+    if rows:
+        torch.cat(rows, out=edge_index[0])
+        torch.cat(cols, out=edge_index[1])
+    return edge_index[0], edge_index[1]
+
+
+def edge_index_of(row: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+    """``torch.stack([row, col])``, without the copy where ``row`` and
+    ``col`` are the rows of one ``[2, E]`` tensor (as ``NeighborSampler``
+    returns them)."""
+    base = row._base
+    if (base is not None and col._base is base and base.dim() == 2 and base.size(0) == 2
+            and base.is_contiguous() and row.data_ptr() == base.data_ptr()
+            and col.data_ptr() == base[1].data_ptr() and row.numel() == col.numel() == base.size(1)):
+        return base
+    return torch.stack([row, col])
+
+
 def check_num_neighbors(num_neighbors) -> list[int]:
     """Validate PyG's ``num_neighbors`` (a list of per-hop fanouts)."""
     if isinstance(num_neighbors, dict):
@@ -427,9 +451,8 @@ class NeighborSampler:
         sizes = host_list(torch.cat([t for e, m in hops for t in (e.num_edges, m.num_new)])) if hops else []
         num_edges, num_new = sizes[0::2], sizes[1::2]
         node = torch.cat([seeds] + [m.new_nodes[:n] for (_, m), n in zip(hops, num_new)])
-        row = torch.cat([m.local[:e] for (_, m), e in zip(hops, num_edges)]) if hops else \
-            torch.empty(0, dtype=torch.int64, device=self.device)
-        col = torch.cat([h.dst[:e] for (h, _), e in zip(hops, num_edges)]) if hops else torch.empty_like(row)
+        row, col = _edge_rows([m.local[:e] for (_, m), e in zip(hops, num_edges)],
+                              [h.dst[:e] for (h, _), e in zip(hops, num_edges)], self.device)
         edge = None
         if self.return_eid:
             edge = torch.cat([h.eid[:e] for (h, _), e in zip(hops, num_edges)]) if hops else torch.empty_like(row)
@@ -507,9 +530,8 @@ class NeighborSampler:
         for k, batch_seeds in enumerate(seeds_list):
             node = torch.cat([batch_seeds] + [m.new_nodes[p[k]:p[k + 1]] for (_, m), p in zip(hops, node_ptr)])
             parts = [slice(p[k], p[k + 1]) for p in edge_ptr]
-            row = torch.cat([m.local[s] for (_, m), s in zip(hops, parts)]) if hops else \
-                torch.empty(0, dtype=torch.int64, device=self.device)
-            col = torch.cat([e.dst[s] for (e, _), s in zip(hops, parts)]) if hops else torch.empty_like(row)
+            row, col = _edge_rows([m.local[s] for (_, m), s in zip(hops, parts)],
+                                  [e.dst[s] for (e, _), s in zip(hops, parts)], self.device)
             edge = None
             if self.return_eid:
                 edge = torch.cat([e.eid[s] for (e, _), s in zip(hops, parts)]) if hops else torch.empty_like(row)
