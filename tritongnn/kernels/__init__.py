@@ -10,6 +10,7 @@ holds the pure-torch versions (test oracles and the CPU path).
 - ``gather``: feature row gather from GPU memory or pinned host memory.
 - ``aggregate``: sum/mean neighbour aggregation, forward and backward.
 - ``attention``: GAT's attention-weighted aggregation, forward and backward.
+- ``reduce``: column sums of a tall matrix (a layer's bias gradient).
 """
 from .aggregate import aggregate, segment_sum
 from .attention import attend
@@ -17,7 +18,8 @@ from .classify import classify_frontier, prefix_sum
 from .gather import gather_rows
 from .id_map import IdMap
 from .outputs import ClassifiedFrontier, HopSample, MappedHop
+from .reduce import column_sum
 from .sample import draw_seeds, sample_neighbors
 
 __all__ = ["sample_neighbors", "draw_seeds", "IdMap", "gather_rows", "HopSample", "MappedHop", "aggregate", "attend",
-           "segment_sum", "classify_frontier", "prefix_sum", "ClassifiedFrontier"]
+           "segment_sum", "column_sum", "classify_frontier", "prefix_sum", "ClassifiedFrontier"]

@@ -258,3 +258,9 @@ def attend(xs, a_src, a_dst, edge_index, num_dst, negative_slope, num_loops, sel
     alpha = p / total[dst]
     out = torch.zeros((num_dst,) + tuple(xs.shape[1:]), dtype=torch.float32, device=xs.device)
     return out.index_add(0, dst, alpha[:, :, None] * xs.float()[src]).to(xs.dtype)
+
+
+def column_sum(x):
+    """Reference of ``kernels.reduce.column_sum``: ``x.sum(0)`` accumulated
+    in float32 (float64 for a float64 ``x``)."""
+    return x.sum(0, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)

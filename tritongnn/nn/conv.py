@@ -16,6 +16,7 @@ from torch_geometric.utils._trim_to_layer import TrimToLayer
 
 from ..kernels.aggregate import DTYPES as _KERNEL_DTYPES, aggregate
 from ..kernels.attention import MAX_CHANNELS as _ATTENTION_MAX_CHANNELS, attend
+from .functional import add_bias, linear
 
 _KERNEL_AGGRS = {"mean": "mean", "sum": "sum", "add": "sum"}
 
@@ -75,12 +76,14 @@ def _checked_num_dst(layer: MessagePassing, edge_index, size, x_src, x_dst) -> i
     return size[1] if size[1] is not None else size[0]
 
 
-def _plain_linear(lin) -> bool:
-    """``lin`` is PyG's ``Linear`` without bias, initialised, with no hooks:
-    its ``weight`` alone is its forward, so a caller may fold it into a
-    matmul of its own."""
+def _plain_linear(lin, with_bias: bool = False) -> bool:
+    """``lin`` is PyG's ``Linear`` without bias (or with one, where
+    ``with_bias``), initialised, with no hooks: its ``weight`` (and
+    ``bias``) alone are its forward, so a caller may fold it into a matmul
+    of its own."""
     from torch.nn.modules import module as nn_module
-    return (type(lin) is PyGLinear and lin.bias is None and not isinstance(lin.weight, UninitializedParameter)
+    return (type(lin) is PyGLinear and (with_bias or lin.bias is None)
+            and not isinstance(lin.weight, UninitializedParameter)
             and not (lin._forward_hooks or lin._forward_pre_hooks or lin._backward_hooks
                      or lin._backward_pre_hooks)
             and not (nn_module._global_forward_hooks or nn_module._global_forward_pre_hooks
@@ -150,8 +153,11 @@ class SAGEConv(_KernelPropagate, PyGSAGEConv):
             out, x_dst = aggregate(x_src, edge_index, num_dst, reduce, with_root=True)
         else:
             out = aggregate(x_src, edge_index, num_dst, reduce)
+        # lin_l's bias gradient by one column sum (nn.functional)
+        out = linear(out, self.lin_l.weight, self.lin_l.bias) if _plain_linear(self.lin_l, with_bias=True) \
+            else self.lin_l(out)
         # in place: an out-of-place addmm copies its input to the result first
-        return self.lin_l(out).addmm_(x_dst, self.lin_r.weight.t())
+        return out.addmm_(x_dst, self.lin_r.weight.t())
 
 
 class GCNConv(_KernelPropagate, PyGGCNConv):
@@ -213,13 +219,12 @@ class GCNConv(_KernelPropagate, PyGGCNConv):
         deg_inv_sqrt = deg.pow(-0.5).masked_fill(deg == 0, 0)
         norm = deg_inv_sqrt[row] * weight * deg_inv_sqrt[col]
         loop_norm = (deg_inv_sqrt.square() * loop_weight)[:num_dst].unsqueeze(1)
-        if self._aggregate_first(x_src):
+        if self._aggregate_first(x_src):  # lin is plain: the bias joins its matmul
             out = self._propagate_with_loops(x_src, x_dst, edge_index, num_dst, norm, loop_norm)
-            out = self.lin(out)
-        else:
-            xw = self.lin(x_src)
-            out = self._propagate_with_loops(xw, None, edge_index, num_dst, norm, loop_norm)
-        return out.add_(self.bias) if self.bias is not None else out
+            return linear(out, self.lin.weight, self.bias)
+        xw = self.lin(x_src)
+        out = self._propagate_with_loops(xw, None, edge_index, num_dst, norm, loop_norm)
+        return add_bias(out, self.bias)
 
     def _aggregate_first(self, x_src: torch.Tensor) -> bool:
         """Whether ``(A x) W`` moves fewer columns through the aggregation
@@ -296,7 +301,7 @@ class GATConv(PyGGATConv):
         out = out.view(-1, heads * channels) if self.concat else out.mean(dim=1)
         if res is not None:
             out = out + res
-        return out + self.bias if self.bias is not None else out
+        return add_bias(out, self.bias)
 
 
 class SimpleConv(_KernelPropagate, PyGSimpleConv):
