@@ -52,6 +52,14 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   recommended configuration at each of ``--budgets-gb``, with each
   ``--profile-loaders`` keyword set added in turn: the top kernels by GPU
   time (``--profile-trace``).
+* ``threads``: where the host's time goes in an epoch of the recommended
+  configuration at each of ``--budgets-gb`` (the last pass of ``--epochs``,
+  at least 2): the training thread's and the loader's producer thread's CPU
+  seconds per batch (``time.thread_time``, spin-waits in CUDA syncs
+  included), the epoch without and then with ``cProfile`` in both threads,
+  and each thread's top functions by own time (``--threads-top``). A step
+  bound by the host pays for the producer's Python too: the two threads
+  share one interpreter lock.
 * ``host``: the host's share of a step, switched off and on in one run: the
   recommended configuration at each budget, and the model alone, with the
   aggregation checking every layer's edge order (a host sync each,
@@ -154,7 +162,7 @@ from _record import append_record, new_record  # noqa: E402
 from bench_loader import cycle, sync, train_step, with_hop_counts  # noqa: E402  (one training step, as the loader benchmark takes it)
 
 GB = 1e9
-PARTS = ("pyg", "ablation", "models", "alone", "accuracy", "scaling", "gather_order", "profile", "host")
+PARTS = ("pyg", "ablation", "models", "alone", "accuracy", "scaling", "gather_order", "profile", "host", "threads")
 
 
 def parse_args():
@@ -212,6 +220,7 @@ def parse_args():
     p.add_argument("--ablation-png", default=None, help="the ablation figure, with PyG's loader")
     p.add_argument("--profile-trace", default=None, help="with --parts profile: a Chrome trace here")
     p.add_argument("--profile-steps", type=int, default=5, help="with --parts profile: training steps profiled")
+    p.add_argument("--threads-top", type=int, default=25, help="with --parts threads: functions listed per thread")
     p.add_argument("--profile-loaders", nargs="+", default=["{}"],
                    help="with --parts profile: loader keyword sets (JSON) added to the recommended one, "
                         "each profiled in turn; a key \"module.NAME\" sets a tritongnn constant, as --host-loaders")
@@ -794,6 +803,9 @@ def main():
     if "host" in args.parts:
         host_overhead(args, data, graph, all_bytes, device, ours, emit)
 
+    if "threads" in args.parts:
+        thread_times(args, data, graph, all_bytes, device)
+
     # PyG's loader last: its 26 GB of CPU edges and its workers' batches
     # (2.5 GB each) held host memory our loaders then lacked (a run was
     # killed for it); ours are freed by now
@@ -998,6 +1010,65 @@ def profile_steps(args, data, graph, all_bytes, device):
             print(f"wrote {path}", flush=True)
         del loader, batches, model, optimizer
         restore()
+        gc.collect()
+
+
+def thread_times(args, data, graph, all_bytes, device):
+    """The ``threads`` part (module docstring)."""
+    import cProfile
+    import io
+    import pstats
+    loader_module = importlib.import_module("tritongnn.sampling.loader")
+    produce = loader_module._Prefetcher._produce
+    for budget_gb in args.budgets_gb:
+        loader = our_loader(data, graph, args, device,
+                            **{**RECOMMENDED, "cache_budget": budget_bytes(budget_gb, all_bytes)})
+        model, optimizer = make_model("sage", "tritongnn", args, device)
+        producer = {}
+
+        def timed_produce(self, profiler=None):
+            start = time.thread_time()
+            if profiler is not None:
+                profiler.enable()
+            try:
+                produce(self)
+            finally:
+                if profiler is not None:
+                    profiler.disable()
+                producer["cpu"] = time.thread_time() - start
+
+        for epoch in range(max(2, args.epochs) + 1):
+            last, profiled = epoch >= max(2, args.epochs) - 1, epoch == max(2, args.epochs)
+            main_profiler = cProfile.Profile() if profiled else None
+            producer_profiler = cProfile.Profile() if profiled else None
+            loader_module._Prefetcher._produce = (lambda self, p=producer_profiler: timed_produce(self, p))
+            try:
+                sync(device)
+                wall, cpu, steps = time.perf_counter(), time.thread_time(), 0
+                if main_profiler is not None:
+                    main_profiler.enable()
+                for batch in loader:
+                    train_step(model, optimizer, batch, trim=True)
+                    steps += 1
+                if main_profiler is not None:
+                    main_profiler.disable()
+                sync(device)
+                wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+            finally:
+                loader_module._Prefetcher._produce = produce
+            if not last:
+                continue  # warm-up passes
+            tag = f"{budget_gb:g} GB" if budget_gb else "no budget"
+            print(f"threads [{tag}]{' (cProfile)' if profiled else ''}: {steps} batches, "
+                  f"{1e3 * wall / steps:.2f} ms a batch, training thread {1e3 * cpu / steps:.2f} ms CPU, "
+                  f"producer thread {1e3 * producer.get('cpu', 0.0) / steps:.2f} ms CPU", flush=True)
+            for name, profiler in (("training thread", main_profiler), ("producer thread", producer_profiler)):
+                if profiler is None:
+                    continue
+                text = io.StringIO()
+                pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.threads_top)
+                print(f"--- {name}, per pass of {steps} batches ---\n" + text.getvalue(), flush=True)
+        del loader, model, optimizer
         gc.collect()
 
 
