@@ -56,8 +56,9 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   configuration at each of ``--budgets-gb`` (the last pass of ``--epochs``,
   at least 2): the training thread's and the loader's producer thread's CPU
   seconds per batch (``time.thread_time``, spin-waits in CUDA syncs
-  included), the epoch without and then with ``cProfile`` in both threads,
-  and each thread's top functions by own time (``--threads-top``). A step
+  included), the epoch without and then with ``cProfile`` in the producer
+  (one profiler a process on Python 3.12), and its top functions by own
+  time (``--threads-top``). A step
   bound by the host pays for the producer's Python too: the two threads
   share one interpreter lock.
 * ``host``: the host's share of a step, switched off and on in one run: the
@@ -1027,47 +1028,45 @@ def thread_times(args, data, graph, all_bytes, device):
         producer = {}
 
         def timed_produce(self, profiler=None):
-            start = time.thread_time()
+            start, enabled = time.thread_time(), False
             if profiler is not None:
-                profiler.enable()
+                try:
+                    profiler.enable()
+                    enabled = True
+                except ValueError as error:  # never raise before produce: the consumer would wait forever
+                    print(f"producer not profiled: {error}", flush=True)
             try:
                 produce(self)
             finally:
-                if profiler is not None:
+                if enabled:
                     profiler.disable()
                 producer["cpu"] = time.thread_time() - start
 
-        for epoch in range(max(2, args.epochs) + 1):
-            last, profiled = epoch >= max(2, args.epochs) - 1, epoch == max(2, args.epochs)
-            main_profiler = cProfile.Profile() if profiled else None
-            producer_profiler = cProfile.Profile() if profiled else None
-            loader_module._Prefetcher._produce = (lambda self, p=producer_profiler: timed_produce(self, p))
+        passes = max(2, args.epochs) + 1  # a warm-up pass, timed passes, one more under cProfile
+        for epoch in range(passes):
+            # cProfile in the producer only: Python 3.12 allows one profiler a process
+            profiler = cProfile.Profile() if epoch == passes - 1 else None
+            loader_module._Prefetcher._produce = (lambda self, p=profiler: timed_produce(self, p))
             try:
                 sync(device)
                 wall, cpu, steps = time.perf_counter(), time.thread_time(), 0
-                if main_profiler is not None:
-                    main_profiler.enable()
                 for batch in loader:
                     train_step(model, optimizer, batch, trim=True)
                     steps += 1
-                if main_profiler is not None:
-                    main_profiler.disable()
                 sync(device)
                 wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
             finally:
                 loader_module._Prefetcher._produce = produce
-            if not last:
-                continue  # warm-up passes
+            if epoch == 0:
+                continue  # the warm-up pass
             tag = f"{budget_gb:g} GB" if budget_gb else "no budget"
-            print(f"threads [{tag}]{' (cProfile)' if profiled else ''}: {steps} batches, "
+            print(f"threads [{tag}]{' (producer under cProfile)' if profiler else ''}: {steps} batches, "
                   f"{1e3 * wall / steps:.2f} ms a batch, training thread {1e3 * cpu / steps:.2f} ms CPU, "
                   f"producer thread {1e3 * producer.get('cpu', 0.0) / steps:.2f} ms CPU", flush=True)
-            for name, profiler in (("training thread", main_profiler), ("producer thread", producer_profiler)):
-                if profiler is None:
-                    continue
+            if profiler is not None:
                 text = io.StringIO()
                 pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.threads_top)
-                print(f"--- {name}, per pass of {steps} batches ---\n" + text.getvalue(), flush=True)
+                print(f"--- producer thread, a pass of {steps} batches ---\n" + text.getvalue(), flush=True)
         del loader, model, optimizer
         gc.collect()
 
