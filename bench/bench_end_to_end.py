@@ -57,8 +57,10 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   at least 2): the training thread's and the loader's producer thread's CPU
   seconds per batch (``time.thread_time``, spin-waits in CUDA syncs
   included), the epoch without and then with ``cProfile`` in the producer
-  (one profiler a process on Python 3.12), and its top functions by own
-  time (``--threads-top``). A step
+  (Python 3.12's profiles every thread at once: the list mixes the two),
+  its top functions by own time (``--threads-top``), and the CPU and wall
+  time of the loader's phases in each thread (sampling, its sizes sync,
+  assembly, the gather's launch, the stats). A step
   bound by the host pays for the producer's Python too: the two threads
   share one interpreter lock.
 * ``host``: the host's share of a step, switched off and on in one run: the
@@ -1019,8 +1021,31 @@ def thread_times(args, data, graph, all_bytes, device):
     import cProfile
     import io
     import pstats
+    import collections
+    import threading
     loader_module = importlib.import_module("tritongnn.sampling.loader")
+    sampler_module = importlib.import_module("tritongnn.sampling.sampler")
+    dual_module = importlib.import_module("tritongnn.cache.dual")
     produce = loader_module._Prefetcher._produce
+    # each phase's CPU and wall seconds per thread: wall minus CPU is time
+    # blocked (the interpreter lock, or a sync that does not spin)
+    phases = collections.defaultdict(lambda: [0.0, 0.0])
+    timed = [(sampler_module.NeighborSampler, "sample", "sample (all)"), (sampler_module, "host_list", "sizes sync"),
+             (loader_module.NeighborLoader, "_assemble", "assemble (all)"), (loader_module, "gather_rows", "gather_rows"),
+             (dual_module.CacheStats, "record", "stats.record")]
+    kept = [(owner, name, getattr(owner, name)) for owner, name, _ in timed]
+
+    def phase_timer(fn, key):
+        def call(*a, **k):
+            cpu, wall = time.thread_time(), time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                who = "training" if threading.current_thread() is threading.main_thread() else "producer"
+                entry = phases[(who, key)]
+                entry[0] += time.thread_time() - cpu
+                entry[1] += time.perf_counter() - wall
+        return call
     for budget_gb in args.budgets_gb:
         loader = our_loader(data, graph, args, device,
                             **{**RECOMMENDED, "cache_budget": budget_bytes(budget_gb, all_bytes)})
@@ -1047,6 +1072,9 @@ def thread_times(args, data, graph, all_bytes, device):
             # cProfile in the producer only: Python 3.12 allows one profiler a process
             profiler = cProfile.Profile() if epoch == passes - 1 else None
             loader_module._Prefetcher._produce = (lambda self, p=profiler: timed_produce(self, p))
+            phases.clear()
+            for (owner, name, fn), (_, _, key) in zip(kept, timed):
+                setattr(owner, name, phase_timer(fn, key))
             try:
                 sync(device)
                 wall, cpu, steps = time.perf_counter(), time.thread_time(), 0
@@ -1057,12 +1085,17 @@ def thread_times(args, data, graph, all_bytes, device):
                 wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
             finally:
                 loader_module._Prefetcher._produce = produce
+                for owner, name, fn in kept:
+                    setattr(owner, name, fn)
             if epoch == 0:
                 continue  # the warm-up pass
             tag = f"{budget_gb:g} GB" if budget_gb else "no budget"
             print(f"threads [{tag}]{' (producer under cProfile)' if profiler else ''}: {steps} batches, "
                   f"{1e3 * wall / steps:.2f} ms a batch, training thread {1e3 * cpu / steps:.2f} ms CPU, "
                   f"producer thread {1e3 * producer.get('cpu', 0.0) / steps:.2f} ms CPU", flush=True)
+            for (who, key), (cpu_s, wall_s) in sorted(phases.items()):
+                print(f"  {who:9s} {key:15s} {1e3 * cpu_s / steps:6.3f} ms CPU {1e3 * wall_s / steps:6.3f} ms wall "
+                      f"a batch", flush=True)
             if profiler is not None:
                 text = io.StringIO()
                 pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.threads_top)
