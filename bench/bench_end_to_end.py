@@ -133,6 +133,7 @@ PyG's loader in one run)::
     $E2E --parts accuracy --pyg-workers 12 --acc-steps 40
     $E2E --parts host profile --budgets-gb 0 24 --batches 30 --profile-trace /tmp/trace.json  # 270 s
     $E2E --parts profile --budgets-gb 0 --warmup 40 --profile-steps 40 --profile-loaders '{}' '{"super_batch": 16, "reuse": "group"}'
+    $E2E --parts threads --budgets-gb 0 --epochs 1 --warmup 16   # ~110 s with the graph's set-up
     $E2E --plot-only --ablation-png bench/results/end_to_end_ablation.png   # the README's figure, from the CSV
 
 The ratios to PyG's loader are computed within a run: give ``--parts pyg``
