@@ -53,10 +53,11 @@ def column_sum(x: torch.Tensor) -> torch.Tensor:
     """``x.sum(0)`` of a 2-D ``x``, accumulated in float32.
 
     Args:
-        x: ``[N, D]`` float32, float16 or bfloat16.
+        x: ``[N, D]`` float32, float16 or bfloat16 (float64: torch's sum,
+            in float64).
 
     Returns:
-        ``[D]`` float32.
+        ``[D]`` float32 (float64 for a float64 ``x``).
     """
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D [rows, columns], got shape {tuple(x.shape)}")
