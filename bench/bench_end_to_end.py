@@ -1066,10 +1066,11 @@ def thread_times(args, data, graph, all_bytes, device):
             finally:
                 if enabled:
                     profiler.disable()
-                producer["cpu"] = time.thread_time() - start
+                producer["cpu"], producer["profiled"] = time.thread_time() - start, enabled
 
         passes = max(2, args.epochs) + 1  # a warm-up pass, timed passes, one more under cProfile
         for epoch in range(passes):
+            producer.clear()  # no producer thread on a CPU, or with prefetch=0
             # cProfile in the producer only: Python 3.12 allows one profiler a process
             profiler = cProfile.Profile() if epoch == passes - 1 else None
             loader_module._Prefetcher._produce = (lambda self, p=profiler: timed_produce(self, p))
@@ -1097,7 +1098,7 @@ def thread_times(args, data, graph, all_bytes, device):
             for (who, key), (cpu_s, wall_s) in sorted(phases.items()):
                 print(f"  {who:9s} {key:15s} {1e3 * cpu_s / steps:6.3f} ms CPU {1e3 * wall_s / steps:6.3f} ms wall "
                       f"a batch", flush=True)
-            if profiler is not None:
+            if producer.get("profiled"):
                 text = io.StringIO()
                 pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.threads_top)
                 print(f"--- producer thread, a pass of {steps} batches ---\n" + text.getvalue(), flush=True)

@@ -107,6 +107,8 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     # pyg: no torch-sparse here; profile prints a table, no rows
     assert parts == {"ablation", "models", "alone", "accuracy", "scaling", "gather_order", "host"}
     assert stdout.count("Self CPU time total") == 4  # a profile per budget and keyword set
+    # threads: a timed pass and a profiled one per budget (no producer thread on a CPU)
+    assert stdout.count("threads [") == 4 and "producer thread 0.00 ms CPU" in stdout
     assert stdout.count("loader keywords {'super_batch': 2, 'reuse': 'group'}") == 2
     host = [r for r in record["rows"] if r["part"] == "host"]
     assert len(host) == 5 * 3  # each setting: two budgets and the model alone
