@@ -53,8 +53,9 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   ``--profile-loaders`` keyword set added in turn: the top kernels by GPU
   time (``--profile-trace``).
 * ``threads``: where the host's time goes in an epoch of the recommended
-  configuration at each of ``--budgets-gb`` (the last pass of ``--epochs``,
-  at least 2): the training thread's and the loader's producer thread's CPU
+  configuration at each of ``--budgets-gb`` (after a warm-up pass, each of
+  ``max(2, --epochs) - 1`` passes, then one more with ``cProfile`` in the
+  producer): the training thread's and the loader's producer thread's CPU
   seconds per batch (``time.thread_time``, spin-waits in CUDA syncs
   included), the epoch without and then with ``cProfile`` in the producer
   (Python 3.12's profiles every thread at once: the list mixes the two),

@@ -90,3 +90,26 @@ def test_torchs_path_where_the_column_sum_does_not_apply(monkeypatch):
         functional.add_bias(y, torch.randn(4, requires_grad=True))
     monkeypatch.setattr(functional, "BIAS_COLUMN_SUM", False)
     assert functional.linear(x, weight, bias).grad_fn.name() != "_LinearBackward"
+
+
+@pytest.mark.parametrize("duals", [(True, True, True), (True, False, False), (False, True, False),
+                                   (False, False, True)])
+def test_forward_mode_ad_matches_torch(duals):
+    # a layer used under torch.autograd.forward_ad: each Function's jvp
+    import torch.autograd.forward_ad as fwAD
+    g = torch.Generator().manual_seed(0)
+    x, weight, y = torch.randn(6, 4, generator=g), torch.randn(3, 4, generator=g), torch.randn(6, 3, generator=g)
+    bias = torch.randn(3, generator=g, requires_grad=True)
+    tangents = [torch.randn(t.shape, generator=g) for t in (x, weight, bias, y)]
+    with fwAD.dual_level():
+        x_d, weight_d, bias_d, y_d = [fwAD.make_dual(t, tangent) if dual else t for t, tangent, dual
+                                      in zip((x, weight, bias, y), tangents, duals + duals[:1])]
+        ours = functional.linear(x_d, weight_d, bias_d)
+        assert ours.grad_fn.name().endswith("_LinearBackward")
+        torch.testing.assert_close(fwAD.unpack_dual(ours).tangent,
+                                   fwAD.unpack_dual(F.linear(x_d, weight_d, bias_d)).tangent)
+        ours = fwAD.unpack_dual(functional.add_bias(y_d, bias_d)).tangent
+        theirs = fwAD.unpack_dual(y_d + bias_d).tangent
+        assert (ours is None) == (theirs is None)
+        if ours is not None:
+            torch.testing.assert_close(ours, theirs)

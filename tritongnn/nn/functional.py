@@ -23,11 +23,25 @@ def _bias_grad(grad: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     return column_sum(grad.reshape(-1, grad.size(-1))).to(bias.dtype)
 
 
+def _sum_tangents(*terms):
+    """The sum of the terms that are not None (forward-mode AD's tangent of
+    a sum); None if all are."""
+    terms = [t for t in terms if t is not None]
+    return sum(terms[1:], terms[0]) if terms else None
+
+
 class _Linear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias):
         ctx.save_for_backward(x, weight, bias)
+        ctx.save_for_forward(x, weight)
         return F.linear(x, weight, bias)
+
+    @staticmethod
+    def jvp(ctx, x_t, weight_t, bias_t):
+        x, weight = ctx.saved_tensors[:2]
+        return _sum_tangents(None if x_t is None else F.linear(x_t, weight),
+                             None if weight_t is None else F.linear(x, weight_t), bias_t)
 
     @staticmethod
     def backward(ctx, grad):
@@ -50,11 +64,16 @@ class _AddBias(torch.autograd.Function):
         grad_bias = _bias_grad(grad, bias) if ctx.needs_input_grad[1] else None
         return (grad if ctx.needs_input_grad[0] else None), grad_bias
 
+    @staticmethod
+    def jvp(ctx, x_t, bias_t):
+        return _sum_tangents(x_t, bias_t)
+
 
 def _ours(x: torch.Tensor, bias: torch.Tensor | None) -> bool:
-    """Where the column sum applies: a bias that needs its gradient, on a
-    GPU (or the interpreter), in a dtype the kernel reads, with no forward
-    mode AD or autocast to honour (torch's own then)."""
+    """Where the column sum applies: a bias that needs its gradient, in a
+    dtype the kernel reads, outside autocast and functorch's transforms
+    (torch's own there). On a CPU without the interpreter ``column_sum`` is
+    torch's sum; forward-mode AD gets each Function's ``jvp``."""
     return (BIAS_COLUMN_SUM and bias is not None and bias.requires_grad and torch.is_grad_enabled()
             and x.dtype == bias.dtype and x.dtype in (torch.float32, torch.float16, torch.bfloat16)
             and not torch.is_autocast_enabled(x.device.type)
