@@ -82,7 +82,12 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   at each ``allocator.PICK_COST`` (bytes a list sector is charged), then
   at C1 again; every row with a cache records its plan. With
   ``--host-loaders K1 K2 ...`` (JSON keyword sets): the defaults with each
-  set added to the recommended loader's keywords, then K1 again.
+  set added to the recommended loader's keywords, then K1 again. With
+  ``--host-producer-ops N1 N2 ...``: the defaults with N more calls into
+  torch a batch in the loader's producer thread (each a no-op on a
+  one-element CPU tensor, which releases and takes back the interpreter
+  lock, as every torch op does), then N1 again: what one more lock
+  round trip a batch costs the training loop.
   ``--feature-dtype`` stores them so in every tritongnn loader of a run
   (the accuracy part's rows say so); ``--host-feature-dtype`` with the
   accuracy part adds seeds of our loader with that dtype beside them.
@@ -246,6 +251,8 @@ def parse_args():
     p.add_argument("--host-pick-costs", type=float, nargs="*", default=[],
                    help="with --parts host: the defaults with the cache planned at each of these "
                         "allocator.PICK_COST (bytes a list sector is charged; default: one row), then the first again")
+    p.add_argument("--host-producer-ops", type=int, nargs="*", default=[],
+                   help="with --parts host: the defaults with this many more torch calls a batch in the producer")
     p.add_argument("--host-loaders", nargs="*", default=[],
                    help="with --parts host: the defaults with each of these loader keyword sets (JSON, "
                         "e.g. '{\"super_batch\": 8, \"reuse\": \"group\"}'; '{}': the defaults; a key \"module.NAME\" "
@@ -567,6 +574,25 @@ def set_constants(constants: dict):
         for module, attr, before in reversed(kept):
             setattr(module, attr, before)
     return restore
+
+
+def producer_calls(count: int):
+    """Add ``count`` no-op torch calls to each batch the loader assembles
+    (in its producer thread); returns what takes them out again."""
+    if not count:
+        return lambda: None
+    assemble = NeighborLoader._assemble
+    one = torch.zeros(1)
+
+    def with_calls(self, *args, **kwargs):
+        for _ in range(count):
+            one.add_(0)  # enters torch's dispatcher: the interpreter lock is let go and taken back
+        return assemble(self, *args, **kwargs)
+    NeighborLoader._assemble = with_calls
+
+    def unpatch():
+        NeighborLoader._assemble = assemble
+    return unpatch
 
 
 # ----------------------------------------------------------------- PyG
@@ -1162,10 +1188,18 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         settings = [(f"defaults, {json.dumps(json.loads(k), sort_keys=True)}{' (again)' * (i == len(given) - 1)}",
                      *default, switch, adam, direct_max) for i, k in enumerate(given)]
         stored, costs = [args.feature_dtype] * len(settings), [pick_cost] * len(settings)
+    extra_ops = [0] * len(settings)  # no-op torch calls a batch added to the producer
+    if args.host_producer_ops:
+        extra_ops = list(args.host_producer_ops) + args.host_producer_ops[:1]
+        settings = [(f"defaults, {n} more producer calls{' (again)' * (i == len(extra_ops) - 1)}", *default,
+                     switch, adam, direct_max) for i, n in enumerate(extra_ops)]
+        stored, costs = [args.feature_dtype] * len(settings), [pick_cost] * len(settings)
+        added, constants = [{}] * len(settings), [{}] * len(settings)
     prepared = None
-    for (name, known, keys, sizes, interval, optimizer_kind, most), dtype, cost, more, consts in zip(
-            settings, stored, costs, added, constants):
+    for (name, known, keys, sizes, interval, optimizer_kind, most), dtype, cost, more, consts, calls in zip(
+            settings, stored, costs, added, constants, extra_ops):
         restore = set_constants(consts)
+        unpatch = producer_calls(calls)
         aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = known, keys, sizes
         id_map_module.DIRECT_MAX_BYTES = most
         allocator.PICK_COST = cost
@@ -1175,7 +1209,8 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         extra = dict(known_order=known, graph_keys_max=keys, pinned_sizes=sizes is default[2],
                      switch_interval=interval, adam=args.adam, direct_id_map_max_bytes=most,
                      feature_dtype=dtype or "float32", pick_cost=cost, **({"added": more} if more else {}),
-                     **({"constants": consts} if consts else {}))
+                     **({"constants": consts} if consts else {}),
+                     **({"producer_calls_added": calls} if args.host_producer_ops else {}))
         for budget in args.budgets_gb:
             tag = f"{budget:g} GB" if budget else "no budget"
             _, loader, model, optimizer = ours(
@@ -1191,6 +1226,7 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         emit(dict(part="host", model="sage", name=f"model alone, {name}", library="tritongnn",
                   **time_alone(model, optimizer, prepared, args, per_epoch, device), **extra))
         del model, optimizer
+        unpatch()
         restore()
     aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = default
     id_map_module.DIRECT_MAX_BYTES = direct_max

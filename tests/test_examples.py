@@ -154,7 +154,8 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     from tritongnn.kernels import id_map
     for flags, key, want in ((["--host-feature-dtype", "float16"], "feature_dtype",
                               ["float32", "float16", "float32"]),
-                             (["--host-id-map"], "direct_id_map_max_bytes", [0, id_map.DIRECT_MAX_BYTES, 0])):
+                             (["--host-id-map"], "direct_id_map_max_bytes", [0, id_map.DIRECT_MAX_BYTES, 0]),
+                             (["--host-producer-ops", "0", "5"], "producer_calls_added", [0, 5, 0])):
         path = tmp_path / f"{key}.json"
         run_bench("bench_end_to_end.py", [
             "--nodes", "3000", "--edges", "20000", "--classes", "8", "--train", "400", "--val", "100",
