@@ -230,6 +230,8 @@ def parse_args():
     p.add_argument("--ablation-png", default=None, help="the ablation figure, with PyG's loader")
     p.add_argument("--profile-trace", default=None, help="with --parts profile: a Chrome trace here")
     p.add_argument("--profile-steps", type=int, default=5, help="with --parts profile: training steps profiled")
+    p.add_argument("--profile-alone", action="store_true",
+                   help="with --parts profile: also profile the model alone on 8 prepared batches")
     p.add_argument("--threads-top", type=int, default=25, help="with --parts threads: functions listed per thread")
     p.add_argument("--profile-loaders", nargs="+", default=["{}"],
                    help="with --parts profile: loader keyword sets (JSON) added to the recommended one, "
@@ -1039,6 +1041,19 @@ def profile_steps(args, data, graph, all_bytes, device):
             path = f"{root}_{budget_gb:g}gb{f'_{index}' if index else ''}{ext or '.json'}"
             prof.export_chrome_trace(path)
             print(f"wrote {path}", flush=True)
+        if args.profile_alone:  # the same model on 8 of the loader's batches, prepared
+            prepared = [next(batches) for _ in range(8)]
+            sync(device)
+            with profile(activities=activities) as prof:
+                for i in range(steps):
+                    train_step(model, optimizer, prepared[i % len(prepared)], trim=True)
+                sync(device)
+            print(f"profile, {steps} steps of the model alone on 8 prepared batches", flush=True)
+            if args.profile_trace:
+                path = f"{root}_{budget_gb:g}gb{f'_{index}' if index else ''}_alone{ext or '.json'}"
+                prof.export_chrome_trace(path)
+                print(f"wrote {path}", flush=True)
+            del prepared
         del loader, batches, model, optimizer
         restore()
         gc.collect()

@@ -99,7 +99,7 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
         "--batches", "2", "--alone-repeats", "3", "--models", "gcn", "gat", "--acc-steps", "2", "--acc-val", "50",
         "--acc-seeds", "1",
         "--scaling-batch-sizes", "32", "--scaling-fanouts", "3,2", "--scaling-budgets-gb", "0.0001",
-        "--profile-steps", "3", "--profile-loaders", "{}", '{"super_batch": 2, "reuse": "group"}',
+        "--profile-steps", "3", "--profile-loaders", "{}", '{"super_batch": 2, "reuse": "group"}', "--profile-alone",
         "--data-dir", str(tmp_path / "data"), "--out", str(out), "--csv", str(table)])
     import json
     record = json.loads(out.read_text().splitlines()[-1])
@@ -107,6 +107,7 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     # pyg: no torch-sparse here; profile prints a table, no rows
     assert parts == {"ablation", "models", "alone", "accuracy", "scaling", "gather_order", "host"}
     assert stdout.count("Self CPU time total") == 4  # a profile per budget and keyword set
+    assert stdout.count("steps of the model alone on 8 prepared batches") == 4  # --profile-alone, after each
     # threads: a timed pass and a profiled one per budget (no producer thread on a CPU)
     assert stdout.count("threads [") == 4 and "producer thread 0.00 ms CPU" in stdout
     assert stdout.count("loader keywords {'super_batch': 2, 'reuse': 'group'}") == 2
