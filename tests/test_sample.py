@@ -209,6 +209,13 @@ def test_host_list_reads_what_the_stream_wrote(device):
     sizes.mul_(3).add_(2**40)  # queued on the stream right before the copy
     assert host_list(sizes) == sizes.cpu().tolist() == [2**40 + 3 * i for i in range(7)]
     assert host_list(sizes[:0]) == []
+    # the thread's pinned buffer, reused: larger, smaller, 2-D, other dtypes,
+    # each call reading its own values, not the last call's
+    for values in (torch.arange(300, device=device) * 7, torch.tensor([5, -1], device=device),
+                   torch.arange(6, device=device).view(2, 3), torch.tensor([1.5, 2.5], device=device),
+                   torch.tensor([9], dtype=torch.int32, device=device)):
+        values.add_(1)
+        assert host_list(values) == values.cpu().tolist()
 
 
 def test_adjacency_and_seed_refused_unless_dense_and_typed():

@@ -157,7 +157,6 @@ class CacheStats:
         the local id of the node each edge was sampled for. The neighbour
         lists read are those of every node but the last hop's."""
         num_expanded = lists_read(num_sampled_nodes)
-        zero = node.new_zeros(())
         # a tier that holds everything (no budget) hits every read: counted
         # on the host, without the kernels (at 8000 seeds of [15, 10, 5] on
         # papers100M's scale, node[col] alone reads 10^7 ids a batch)
@@ -165,15 +164,20 @@ class CacheStats:
         all_lists = self.num_nodes is not None and num_adjacency >= self.num_nodes
         self._all_rows += node.numel() if all_rows else 0
         self._all_lists += num_expanded if all_lists else 0
+        self.batches += 1
+        self._rows += node.numel()
+        self._lists += num_expanded
+        if all_rows and all_lists and dynamic_served is None and reused is None:
+            # nothing for the device to count: no torch call at all (the
+            # loader's producer shares the interpreter with the training loop)
+            return
+        zero = node.new_zeros(())
         self._counts += torch.stack([
             zero if all_rows else (node < num_feature).sum(),
             zero if dynamic_served is None else dynamic_served,
             zero if all_lists else (node[:num_expanded] < num_adjacency).sum(),
             zero if all_lists else (node[col] >= num_adjacency).sum(),
             zero if reused is None else reused, zero])
-        self.batches += 1
-        self._rows += node.numel()
-        self._lists += num_expanded
 
     def record_staged(self, rows: int) -> None:
         """Count ``rows`` read from host memory into a group's staging

@@ -895,7 +895,12 @@ class NeighborLoader:
         prefetcher's), this runs there: the next batch's sampling, on the
         current stream, overlaps this batch's gather (both wait mostly on
         UVA reads, neither fills PCIe)."""
-        tensors = [t for t in (input_id, out.node, out.row, out.col, out.edge) if t is not None]
+        # what the sampling stream made and the gather stream reads: the
+        # ids, and the edges (row and col are one [2, E] block; counted by
+        # the stats); the seeds' ids were made on the consumer's stream
+        tensors = [t for t in (out.node, out.row, out.edge) if t is not None]
+        if out.col._base is None or out.col._base is not out.row._base:
+            tensors.append(out.col)
         return self._on_gather_stream(lambda _: self._assemble(input_id, out, start, sampled, share),
                                       gather_stream, tensors)
 
@@ -905,7 +910,7 @@ class NeighborLoader:
         node = out.node  # internal ids: the user's, or hot-first with a cache
         cache = self.cache
         dynamic = cache.dynamic if cache is not None else None
-        n_id = node if cache is None else cache.order[node]
+        n_id = node if cache is None else cache.order.index_select(0, node)  # (indexing parses more Python)
         # edges come grouped by target, hop by hop (the sampler's order): the
         # mark spares tritongnn.nn's layers a host sync each checking it
         batch = Data(edge_index=mark_sorted_by_dst(edge_index_of(out.row, out.col)), n_id=n_id)

@@ -106,6 +106,18 @@ def _edge_rows(rows: list[torch.Tensor], cols: list[torch.Tensor], device) -> tu
     return edge_index[0], edge_index[1]
 
 
+def _sizes(hops) -> torch.Tensor:
+    """Every hop's edge count and new-node count, ``[e0, n0, e1, n1, ...]``:
+    what the host reads of a batch, in one tensor."""
+    return torch.cat([t for e, m in hops for t in (e.num_edges, m.num_new)])
+
+
+def _bounds(hops, num_batches: int) -> torch.Tensor:
+    """Every hop's ``edge_ptr`` (K + 1) and new nodes per sub-batch (K), hop
+    after hop: what the host reads of a super-batch, in one tensor."""
+    return torch.cat([t for e, m in hops for t in (e.edge_ptr, m.num_new_per_batch[:num_batches])])
+
+
 def edge_index_of(row: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
     """``torch.stack([row, col])``, without the copy where ``row`` and
     ``col`` are the rows of one ``[2, E]`` tensor (as ``NeighborSampler``
@@ -187,10 +199,19 @@ class _CapturedHops:
                 _capture_streams[index] = new_stream(index, reserve=True)
             with torch.cuda.graph(self.graph, stream=_capture_streams[index], capture_error_mode="relaxed"):
                 self.hops = sampler._hops(*args)
+                # what the host reads after a replay, gathered by the replay
+                self.sizes = None if not self.hops else \
+                    _sizes(self.hops) if num_batches == 1 else _bounds(self.hops, num_batches)
 
     def replay(self, seeds: torch.Tensor, rng: torch.Tensor, seeds_batch: torch.Tensor | None = None,
                batch_ptr: torch.Tensor | None = None):
+        """Run the graph on these inputs (``rng`` on the CPU: copied
+        straight into its buffer); returns ``(hops, sizes)``, the hops'
+        buffers and the sizes (``_sizes``, or ``_bounds`` for K > 1) in one
+        tensor."""
         self.seeds.copy_(seeds)
+        # (pageable: staged by the driver before the call returns; without
+        # non_blocking, torch would also wait for the stream)
         self.rng.copy_(rng, non_blocking=True)
         if self.seeds_batch is not None:
             self.seeds_batch.copy_(seeds_batch)
@@ -198,7 +219,7 @@ class _CapturedHops:
         if self.id_map.direct is not None:
             self.id_map.direct.next_batch()  # the replay takes the next tag
         self.graph.replay()
-        return self.hops
+        return self.hops, self.sizes
 
 
 class NeighborSampler:
@@ -405,12 +426,18 @@ class NeighborSampler:
         return self._captured[key]
 
     def _draw_rng(self, generator, num_batches: int = 1) -> torch.Tensor | None:
-        """``[L, K]`` per-hop Philox seeds on the device: L per batch, drawn
-        batch after batch as consecutive ``sample`` calls draw them."""
+        """``[L, K]`` per-hop Philox seeds on the CPU: L per batch, drawn
+        batch after batch as consecutive ``sample`` calls draw them (a
+        replay copies them into its buffer, an eager pass to the device)."""
         if not use_triton(self.device):
             return None
         num_hops = len(self.num_neighbors)
-        return torch.stack([draw_seeds(num_hops, generator) for _ in range(num_batches)], 1).to(self.device)
+        if num_batches == 1:
+            return draw_seeds(num_hops, generator)[:, None]
+        return torch.stack([draw_seeds(num_hops, generator) for _ in range(num_batches)], 1)
+
+    def _rng_on_device(self, rng: torch.Tensor | None) -> torch.Tensor | None:
+        return None if rng is None else rng.to(self.device, non_blocking=True)
 
     def _edge_ids(self, edge: torch.Tensor) -> torch.Tensor:
         return edge if self._edge_perm is None else self._edge_perm[edge]
@@ -442,13 +469,15 @@ class NeighborSampler:
         rng = self._draw_rng(generator)  # one draw per hop, so both paths agree
         captured = self._replayable(seeds.numel()) if self.cuda_graph and seeds.numel() else None
         if captured is not None:
-            hops = captured.replay(seeds, rng)
+            hops, sizes = captured.replay(seeds, rng)
         else:
-            hops = self._hops(seeds, rng, generator, self._map_for(self._node_bound(seeds.numel())))
+            hops = self._hops(seeds, self._rng_on_device(rng), generator,
+                              self._map_for(self._node_bound(seeds.numel())))
+            sizes = _sizes(hops) if hops else None
 
         # The one sync of the batch: every hop's sizes in one copy. The
         # slices below copy the batch out of the (possibly replayed) buffers.
-        sizes = host_list(torch.cat([t for e, m in hops for t in (e.num_edges, m.num_new)])) if hops else []
+        sizes = host_list(sizes) if hops else []
         num_edges, num_new = sizes[0::2], sizes[1::2]
         node = torch.cat([seeds] + [m.new_nodes[:n] for (_, m), n in zip(hops, num_new)])
         row, col = _edge_rows([m.local[:e] for (_, m), e in zip(hops, num_edges)],
@@ -510,16 +539,16 @@ class NeighborSampler:
                                               counts.to(self.device), output_size=total)
         captured = self._replayable(total, num_batches) if self.cuda_graph else None
         if captured is not None:
-            hops = captured.replay(seeds, rng, seeds_batch, batch_ptr)
+            hops, bounds = captured.replay(seeds, rng, seeds_batch, batch_ptr)
         else:
             id_map = self._map_for(sum(self._node_bound(b) for b in sizes), num_batches)
-            hops = self._hops(seeds, rng, generator, id_map, seeds_batch, batch_ptr)
+            hops = self._hops(seeds, self._rng_on_device(rng), generator, id_map, seeds_batch, batch_ptr)
+            bounds = _bounds(hops, num_batches) if hops else None
 
         # The one sync of the super-batch: where every sub-batch's edges and
         # new nodes sit in every hop's buffers.
         k1 = num_batches + 1
-        bounds = host_list(torch.cat([t for e, m in hops
-                                      for t in (e.edge_ptr, m.num_new_per_batch[:num_batches])])) if hops else []
+        bounds = host_list(bounds) if hops else []
         edge_ptr = [bounds[h * (2 * k1 - 1):h * (2 * k1 - 1) + k1] for h in range(len(hops))]
         node_ptr = []
         for h in range(len(hops)):
