@@ -232,6 +232,12 @@ class NeighborLoader:
             those of ``super_batch=1`` for the same seed, the last
             super-batch may hold fewer batches (or a short last one). Its
             sampling time is spread evenly over its batches in ``stats``.
+            Without a dynamic cache or ``reuse``, a super-batch's batches
+            are gathered together too (one launch, one ``n_id`` lookup, one
+            slice of each node attribute: a batch's host time spent once a
+            super-batch), so each batch's ``x``, ``n_id`` and node
+            attributes are views of its rows of the super-batch's tensors,
+            which stay in memory until the last of those batches is freed.
             Where K x num_nodes id-map words pass the direct table's
             4 GiB, fewer go in each pass (``NeighborSampler.sample_many``).
             With ``reorder_group`` the two are independent: batches are
@@ -806,8 +812,12 @@ class NeighborLoader:
         gathered, so that those reads overlap these batches' steps."""
         sampled = self._sampled(batches)
         if self.reorder is None and not isinstance(self.reuse, GroupReuse):
+            if self._gathers_per_pass():  # each super-batch's batches gathered together
+                while group := list(itertools.islice(sampled, self.super_batch)):
+                    yield from self._finish(group, gather_stream)
+                return
             for item in sampled:
-                yield self._finish(*item, gather_stream)
+                yield from self._finish([item], gather_stream)
             return
         # a group: the reorder's, else (group reuse alone) the super-batch
         group_size = self.reorder.group if self.reorder is not None else self.super_batch
@@ -841,7 +851,7 @@ class NeighborLoader:
         nodes = [item[1].node for item in group]
         try:
             for j in (self.reorder.order(nodes) if self.reorder is not None else range(len(group))):
-                yield self._finish(*group[j], gather_stream)
+                yield from self._finish([group[j]], gather_stream)
         finally:  # a pass left mid-group too: the release waits for the gathers issued
             if staged is not None:
                 self.reuse.finish(staged, gather_stream)
@@ -890,31 +900,52 @@ class NeighborLoader:
         with torch.cuda.stream(gather_stream):
             return fn(tensors)
 
-    def _finish(self, input_id, out, start, sampled, share, gather_stream=None) -> Data:
-        """Gather and assemble a sampled batch. With ``gather_stream`` (the
-        prefetcher's), this runs there: the next batch's sampling, on the
-        current stream, overlaps this batch's gather (both wait mostly on
-        UVA reads, neither fills PCIe)."""
+    def _gathers_per_pass(self) -> bool:
+        """Whether a super-batch's batches are gathered in one pass
+        (``GATHER_PER_PASS``): with ``super_batch > 1``, and no tier that
+        changes from batch to batch (the dynamic cache, batch reuse)."""
+        dynamic = self.cache.dynamic if self.cache is not None else None
+        return GATHER_PER_PASS and self.super_batch > 1 and self.reuse is None and dynamic is None
+
+    def _finish(self, items, gather_stream=None):
+        """Gather and assemble sampled batches (one, or a super-batch's,
+        ``_assemble``), and yield them, each counted in ``stats`` as it is
+        handed on. With ``gather_stream`` (the prefetcher's), the work runs
+        there: the next batch's sampling, on the current stream, overlaps
+        this batch's gather (both wait mostly on UVA reads, neither fills
+        PCIe)."""
         # what the sampling stream made and the gather stream reads: the
         # ids, and the edges (row and col are one [2, E] block; counted by
         # the stats); the seeds' ids were made on the consumer's stream
-        tensors = [t for t in (out.node, out.row, out.edge) if t is not None]
-        if out.col._base is None or out.col._base is not out.row._base:
-            tensors.append(out.col)
-        return self._on_gather_stream(lambda _: self._assemble(input_id, out, start, sampled, share),
-                                      gather_stream, tensors)
+        tensors = []
+        for _, out, *_ in items:
+            tensors += [t for t in (out.node, out.row, out.edge) if t is not None]
+            if out.col._base is None or out.col._base is not out.row._base:
+                tensors.append(out.col)
+        batches, marks = self._on_gather_stream(lambda _: self._assemble(items), gather_stream, tensors)
+        for batch, mark in zip(batches, marks):
+            self.times.add_batch(*mark)
+            yield batch
 
-    def _assemble(self, input_id, out, start, sampled, share) -> Data:
+    def _assemble(self, items) -> tuple[list[Data], list[tuple]]:
+        """The ``Data`` of each of ``items`` (``(input_id, out, start,
+        sampled, share)``): one batch, or a super-batch's batches gathered
+        together (``_gathers_per_pass``): one gather, one ``n_id`` lookup and
+        one slice of each node attribute for all of them, each batch's
+        tensors views of its rows. That spares the producer's Python (the
+        training loop's, in a step bound by the host: one interpreter lock)
+        all but one of each of those calls a super-batch. Returns the
+        batches and each one's marks for ``StageTimes.add_batch``."""
         times = self.times
         gather_start = times.mark()
-        node = out.node  # internal ids: the user's, or hot-first with a cache
+        outs = [out for _, out, *_ in items]
+        # internal ids: the user's, or hot-first with a cache
+        node = outs[0].node if len(outs) == 1 else torch.cat([out.node for out in outs])
         cache = self.cache
         dynamic = cache.dynamic if cache is not None else None
         n_id = node if cache is None else cache.order.index_select(0, node)  # (indexing parses more Python)
-        # edges come grouped by target, hop by hop (the sampler's order): the
-        # mark spares tritongnn.nn's layers a host sync each checking it
-        batch = Data(edge_index=mark_sorted_by_dst(edge_index_of(out.row, out.col)), n_id=n_id)
         reuse = self.reuse
+        x = None
         if self.x is not None:
             if cache is not None:
                 tiers = dict(hot=cache.hot_x, num_hot=self._num_feature, row_map=cache.row_map, warm=cache.warm_x)
@@ -925,33 +956,50 @@ class NeighborLoader:
                 tiers.update(dynamic=dynamic.rows, slot=dynamic.slot)
             if reuse is not None:
                 tiers.update(reuse.gather_args())
-            x = None  # stored narrower (feature_dtype): widened to data.x's dtype by the gather
-            if self.x.dtype != self._x_dtype:
+            if self.x.dtype != self._x_dtype:  # stored narrower (feature_dtype): widened by the gather
                 x = torch.empty((node.numel(), self.x.size(1)), dtype=self._x_dtype, device=self.device)
-            batch.x = gather_rows(self.x, node, x, **tiers, validate=False)  # the sampler's ids
-        times.add_batch(start, sampled, gather_start, times.mark(), share)
-        if self.host_stats is not None:
-            reused = None
-            if reuse is not None:
-                reused = reuse.served(node, dynamic.slot if dynamic is not None else None)
-                reuse.remember(node, batch.x)
-            self.host_stats.record(node, out.col, out.num_sampled_nodes, self._num_feature, self._num_adjacency,
-                                   dynamic.observe(node) if dynamic is not None else None, reused)
-        if self.x is None or self._set_num_nodes:
-            batch.num_nodes = n_id.numel()
-        for key, (value, dim) in self._node_attrs.items():
-            batch[key] = value.index_select(dim, n_id)
-        if self._edge_attrs:
-            batch.e_id = out.edge
-            for key, (value, dim) in self._edge_attrs.items():
-                batch[key] = value.index_select(dim, out.edge)
-        for key, value in self._graph_attrs.items():
-            batch[key] = value
-        batch.input_id = input_id
-        batch.batch_size = input_id.numel()
-        batch.num_sampled_nodes = out.num_sampled_nodes
-        batch.num_sampled_edges = out.num_sampled_edges
-        return self.transform(batch) if self.transform is not None else batch
+            x = gather_rows(self.x, node, x, **tiers, validate=False)  # the sampler's ids
+        # attributes along dim 0 sliced once for all; others per batch
+        rows = {key: value.index_select(0, n_id) for key, (value, dim) in self._node_attrs.items() if dim == 0}
+        gathered = times.mark()
+        batches, marks, end = [], [], 0
+        for input_id, out, start, sampled, share in items:
+            begin, end = end, end + out.node.numel()
+            whole = len(items) == 1
+            n_id_k = n_id if whole else n_id[begin:end]
+            # edges come grouped by target, hop by hop (the sampler's order): the
+            # mark spares tritongnn.nn's layers a host sync each checking it
+            batch = Data(edge_index=mark_sorted_by_dst(edge_index_of(out.row, out.col)), n_id=n_id_k)
+            if x is not None:
+                batch.x = x if whole else x[begin:end]
+            marks.append((start, sampled, gather_start, gathered, share, 1.0 / len(items)))
+            if self.host_stats is not None:
+                reused = None
+                if reuse is not None:
+                    reused = reuse.served(out.node, dynamic.slot if dynamic is not None else None)
+                    reuse.remember(out.node, batch.x)
+                self.host_stats.record(out.node, out.col, out.num_sampled_nodes, self._num_feature,
+                                       self._num_adjacency, dynamic.observe(out.node) if dynamic is not None else None,
+                                       reused)
+            if self.x is None or self._set_num_nodes:
+                batch.num_nodes = n_id_k.numel()
+            for key, (value, dim) in self._node_attrs.items():
+                if dim == 0:
+                    batch[key] = rows[key] if whole else rows[key][begin:end]
+                else:
+                    batch[key] = value.index_select(dim, n_id_k)
+            if self._edge_attrs:
+                batch.e_id = out.edge
+                for key, (value, dim) in self._edge_attrs.items():
+                    batch[key] = value.index_select(dim, out.edge)
+            for key, value in self._graph_attrs.items():
+                batch[key] = value
+            batch.input_id = input_id
+            batch.batch_size = input_id.numel()
+            batch.num_sampled_nodes = out.num_sampled_nodes
+            batch.num_sampled_edges = out.num_sampled_edges
+            batches.append(self.transform(batch) if self.transform is not None else batch)
+        return batches, marks
 
     def __iter__(self):
         # One pass at a time: two open passes would share the sampler's id
@@ -992,6 +1040,10 @@ class NeighborLoader:
 # Group staging's last groups halved (``staging_group_sizes``); the
 # benchmark turns it off to measure it.
 HALVE_LAST_GROUPS = True
+
+# A super-batch's batches gathered in one pass (``NeighborLoader._assemble``);
+# False: one at a time, for the benchmark to time the two.
+GATHER_PER_PASS = True
 
 
 def staging_group_sizes(num_batches: int, group: int) -> list[int]:

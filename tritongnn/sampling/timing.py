@@ -37,7 +37,7 @@ class StageTimes:
             self.batches = 0
             self.sampling = self.gather = 0.0  # seconds, completed batches
             self.model = self.wait = 0.0
-            self._marks: list[tuple] = []  # (start, sampled, gather start, gathered, share) per batch not yet summed
+            self._marks: list[tuple] = []  # (start, sampled, gather start, gathered, shares) per batch not yet summed
 
     def mark(self):
         """A point in the work of the loader's GPU's current stream (an event) or in wall time."""
@@ -47,15 +47,18 @@ class StageTimes:
             return event
         return time.perf_counter()
 
-    def add_batch(self, start, sampled, gather_start, gathered, share: float = 1.0) -> None:
+    def add_batch(self, start, sampled, gather_start, gathered, share: float = 1.0,
+                  gather_share: float = 1.0) -> None:
         """Marks of one batch: sampling ran from ``start`` to ``sampled``,
         the gather from ``gather_start`` to ``gathered`` (another stream's
         marks when the two overlap). ``share``: the batch's part of the
         sampling span, ``1 / K`` when K batches were sampled in one pass (a
-        super-batch: each of its batches carries the same two marks)."""
+        super-batch: each of its batches carries the same two marks);
+        ``gather_share`` the same of the gather span, where K were gathered
+        in one."""
         with self._lock:
             self.batches += 1
-            self._marks.append((start, sampled, gather_start, gathered, share))
+            self._marks.append((start, sampled, gather_start, gathered, share, gather_share))
             if len(self._marks) >= _FOLD_EVERY:
                 self._fold(wait=False)
 
@@ -64,17 +67,17 @@ class StageTimes:
         caller holds the lock."""
         keep = []
         for marks in self._marks:
-            start, sampled, gather_start, gathered, share = marks
+            start, sampled, gather_start, gathered, share, gather_share = marks
             if self.cuda:
                 if not wait and not gathered.query():
                     keep.append(marks)
                     continue
                 gathered.synchronize()
                 self.sampling += share * start.elapsed_time(sampled) / 1e3
-                self.gather += gather_start.elapsed_time(gathered) / 1e3
+                self.gather += gather_share * gather_start.elapsed_time(gathered) / 1e3
             else:
                 self.sampling += share * (sampled - start)
-                self.gather += gathered - gather_start
+                self.gather += gather_share * (gathered - gather_start)
         self._marks = keep
 
     def consumer(self, batches):
