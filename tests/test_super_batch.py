@@ -306,8 +306,9 @@ def test_loader_super_batch_same_batches(device, super_batch):
 
 
 def test_loader_super_batch_gathers_once_a_pass(device, monkeypatch):
-    # a super-batch's batches come out of one gather (and one n_id lookup):
-    # the same batches as one gather each, every x its own rows of the pass's
+    # GATHER_PER_PASS: a super-batch's batches come out of one gather (and one
+    # n_id lookup): the same batches as one gather each, every x its own
+    # rows of the pass's
     from tritongnn.sampling import loader as loader_module
     data = random_data(edge_attr=True)
     args = dict(num_neighbors=[4, 3], input_nodes=data.train_mask, batch_size=20, shuffle=True, seed=4,
@@ -315,7 +316,7 @@ def test_loader_super_batch_gathers_once_a_pass(device, monkeypatch):
     calls = []
     gather = loader_module.gather_rows
     monkeypatch.setattr(loader_module, "gather_rows", lambda *a, **k: calls.append(a[1].numel()) or gather(*a, **k))
-    monkeypatch.setattr(loader_module, "GATHER_PER_PASS", False)
+    monkeypatch.setattr(loader_module, "GATHER_PER_PASS", False)  # the default
     one_by_one = epoch_batches(NeighborLoader(data, **args))
     assert len(calls) == 8  # a gather per batch
     calls.clear()
@@ -324,12 +325,12 @@ def test_loader_super_batch_gathers_once_a_pass(device, monkeypatch):
     batches = list(loader)
     assert len(calls) == 3  # 8 batches in passes of 3, 3 and 2
     assert calls == [sum(b.n_id.numel() for b in batches[i:i + 3]) for i in (0, 3, 6)]
-    assert_same_batches(one_by_one, [b.to("cpu") for b in batches])
-    assert_same_batches(plain_epochs(data, **dict(args, super_batch=1))[0], one_by_one)
     for first, second in zip(batches[:2], batches[1:3]):  # views of the pass's rows, one after another
         assert first.x._base is second.x._base is not None
         assert second.x.data_ptr() == first.x.data_ptr() + first.x.numel() * first.x.element_size()
     assert loader.stats["gather_seconds"] > 0 and loader.stats["batches"] == 8
+    assert_same_batches(one_by_one, epoch_batches(batches))  # (Data.to moves a batch in place: last)
+    assert_same_batches(plain_epochs(data, **dict(args, super_batch=1))[0], one_by_one)
 
 
 @pytest.mark.parametrize("kernel", ["grouped", "grouped_split"])

@@ -232,12 +232,7 @@ class NeighborLoader:
             those of ``super_batch=1`` for the same seed, the last
             super-batch may hold fewer batches (or a short last one). Its
             sampling time is spread evenly over its batches in ``stats``.
-            Without a dynamic cache or ``reuse``, a super-batch's batches
-            are gathered together too (one launch, one ``n_id`` lookup, one
-            slice of each node attribute: a batch's host time spent once a
-            super-batch), so each batch's ``x``, ``n_id`` and node
-            attributes are views of its rows of the super-batch's tensors,
-            which stay in memory until the last of those batches is freed.
+            Each batch is gathered on its own (``GATHER_PER_PASS``).
             Where K x num_nodes id-map words pass the direct table's
             4 GiB, fewer go in each pass (``NeighborSampler.sample_many``).
             With ``reorder_group`` the two are independent: batches are
@@ -1041,9 +1036,17 @@ class NeighborLoader:
 # benchmark turns it off to measure it.
 HALVE_LAST_GROUPS = True
 
-# A super-batch's batches gathered in one pass (``NeighborLoader._assemble``);
-# False: one at a time, for the benchmark to time the two.
-GATHER_PER_PASS = True
+# True: a super-batch's batches gathered in one pass, without a dynamic
+# cache or reuse (``NeighborLoader._assemble``: one gather launch, one n_id
+# lookup, one slice of each node attribute a pass, each batch's tensors
+# views of its rows of the pass's, held until the last of them is freed).
+# It spares the producer's Python per batch, but on the H200 at
+# ogbn-papers100M scale with no budget (25a5dc0, one run, whole passes) it
+# was slower: super_batch=8 1.28 s an epoch against 1.05 s gathering batch
+# by batch, the loop waiting 0.18 s an epoch for batches (a pass's first
+# batch is ready only once all K are gathered), 116.7 GB of peak GPU memory
+# against 97.2; with prefetch=6, 1.25 s. So off; the benchmark times both.
+GATHER_PER_PASS = False
 
 
 def staging_group_sizes(num_batches: int, group: int) -> list[int]:
