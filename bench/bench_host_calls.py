@@ -54,8 +54,8 @@ def main(argv=None) -> None:
     side = torch.cuda.Stream(device)
     block_rows, block_d, warps = gather_module._launch_settings(width * 4, 4, False)
 
-    def raw_launch():
-        gather_module._gather_kernel[(triton.cdiv(n, block_rows),)](
+    def raw_launch():  # returns the compiled kernel (Triton's run does)
+        return gather_module._gather_kernel[(triton.cdiv(n, block_rows),)](
             table, table, table, ids, table, ids, ids, ids, ids, ids, out, n, 0, triton.cdiv(n, block_rows), width,
             table.stride(0), table.stride(0), table.stride(0), table.stride(0), out.stride(0), TIERS=1,
             REUSE=False, MAPPED=False, ORDERED=False, BOUNDED=False, IDS_SORTED=False,
