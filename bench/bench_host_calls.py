@@ -43,6 +43,8 @@ def main(argv=None) -> None:
     p.add_argument("--calls", type=int, default=2000)
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_host_calls.py times the host side of CUDA launches: it needs a GPU")
     device = torch.device("cuda")
     n, rows, width = 4096, 1 << 16, 128
     table = torch.randn(rows, width, device=device)
