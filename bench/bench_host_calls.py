@@ -56,21 +56,21 @@ def main(argv=None) -> None:
     side = torch.cuda.Stream(device)
     block_rows, block_d, warps = gather_module._launch_settings(width * 4, 4, False)
 
+    grid = triton.cdiv(n, block_rows)
+    args_in_order = (table, table, table, ids, table, ids, ids, ids, ids, ids, out, n, 0, grid, width,
+                     table.stride(0), table.stride(0), table.stride(0), table.stride(0), out.stride(0))
+    constexprs = dict(TIERS=1, REUSE=False, MAPPED=False, ORDERED=False, BOUNDED=False, IDS_SORTED=False,
+                      BLOCK_ROWS=block_rows, BLOCK_D=block_d)
+
     def raw_launch():  # returns the compiled kernel (Triton's run does)
-        return gather_module._gather_kernel[(triton.cdiv(n, block_rows),)](
-            table, table, table, ids, table, ids, ids, ids, ids, ids, out, n, 0, triton.cdiv(n, block_rows), width,
-            table.stride(0), table.stride(0), table.stride(0), table.stride(0), out.stride(0), TIERS=1,
-            REUSE=False, MAPPED=False, ORDERED=False, BOUNDED=False, IDS_SORTED=False,
-            BLOCK_ROWS=block_rows, BLOCK_D=block_d, num_warps=warps)
+        return gather_module._gather_kernel[(grid,)](*args_in_order, **constexprs, num_warps=warps)
 
     edge_index = torch.stack([ids, ids])
-    compiled = raw_launch()  # Triton's run returns the compiled kernel
-    positional = (table, table, table, ids, table, ids, ids, ids, ids, ids, out, n, 0, triton.cdiv(n, block_rows),
-                  width, table.stride(0), table.stride(0), table.stride(0), table.stride(0), out.stride(0),
-                  1, False, False, False, False, False, block_rows, block_d)  # every parameter, constexprs too
+    compiled = raw_launch()
+    positional = args_in_order + tuple(constexprs.values())  # every parameter in order, constexprs too
 
     def compiled_launch():  # past Triton's binder and cache lookup
-        compiled[(triton.cdiv(n, block_rows), 1, 1)](*positional)
+        compiled[(grid, 1, 1)](*positional)
 
     out.zero_()
     try:

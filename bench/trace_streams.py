@@ -85,7 +85,7 @@ def idle_by_thread(events, steps: int, resolution: float = 2.0) -> dict:
     thread's whole span so."""
     busy = busy_intervals(events)
     if not busy:
-        return {"idle_ms": 0.0, "span_ms": 0.0, "threads": {}}
+        return {"idle_ms": 0.0, "span_ms": 0.0, "threads": {}, "threads_whole_span": {}}
     gaps = idle_intervals(busy)
     points = [a + resolution * (k + 0.5) for a, b in gaps for k in range(int((b - a) / resolution))]
     by_tid = collections.defaultdict(list)
@@ -122,16 +122,14 @@ def main(argv=None) -> None:
     if args.idle:
         idle = idle_by_thread(events, args.steps)
         result["idle"] = idle
-        print(f"GPU idle {idle['idle_ms']:.3f} of {idle['span_ms']:.3f} ms a step; the host threads meanwhile:")
-        for tid, names in idle["threads"].items():
-            print(f"  thread {tid}:")
-            for name, ms in names[:args.top]:
-                print(f"    {ms:8.4f} ms  {name[:100]}")
-        print("each host thread over the whole span:")
-        for tid, names in idle["threads_whole_span"].items():
-            print(f"  thread {tid}:")
-            for name, ms in names[:args.top]:
-                print(f"    {ms:8.4f} ms  {name[:100]}")
+        for key, title in (("threads", f"GPU idle {idle['idle_ms']:.3f} of {idle['span_ms']:.3f} ms a step; "
+                                       "the host threads meanwhile:"),
+                           ("threads_whole_span", "each host thread over the whole span:")):
+            print(title)
+            for tid, names in idle[key].items():
+                print(f"  thread {tid}:")
+                for name, ms in names[:args.top]:
+                    print(f"    {ms:8.4f} ms  {name[:100]}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result if args.idle else streams, f)

@@ -288,3 +288,31 @@ def test_end_to_end_keyword_sets_split_loader_keywords_from_module_constants():
     finally:
         restore()
     assert loader_module.HALVE_LAST_GROUPS is before
+
+
+def test_trace_streams_idle_split(tmp_path):
+    # bench/trace_streams.py --idle: the GPU's idle gaps split by the
+    # innermost op each host thread was in; a trace without GPU events too
+    import json
+    root = os.path.join(os.path.dirname(__file__), "..")
+    sys.path.insert(0, os.path.join(root, "bench"))
+    try:
+        import trace_streams
+    finally:
+        sys.path.pop(0)
+    events = [dict(ph="X", cat="kernel", ts=0, dur=10, name="k1", tid=7),
+              dict(ph="X", cat="kernel", ts=20, dur=10, name="k2", tid=7),
+              dict(ph="X", cat="cpu_op", ts=5, dur=20, name="aten::mm", tid=1),
+              dict(ph="X", cat="cuda_runtime", ts=12, dur=4, name="cudaLaunchKernel", tid=1)]
+    idle = trace_streams.idle_by_thread(events, steps=1, resolution=1.0)
+    assert idle["idle_ms"] == pytest.approx(0.010) and idle["span_ms"] == pytest.approx(0.030)
+    assert dict(idle["threads"]["1"]) == pytest.approx({"aten::mm": 0.006, "cudaLaunchKernel": 0.004})
+    assert dict(idle["threads_whole_span"]["1"]) == pytest.approx(
+        {"aten::mm": 0.016, "cudaLaunchKernel": 0.004, "(no op)": 0.010})
+    for given in (events, events[2:]):  # the second: no GPU events at all
+        path = tmp_path / "trace.json"
+        path.write_text(json.dumps({"traceEvents": given}))
+        run = subprocess.run([sys.executable, "bench/trace_streams.py", str(path), "--steps", "1", "--idle"],
+                             capture_output=True, text=True, cwd=root, timeout=60)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert "GPU idle" in run.stdout and "each host thread over the whole span" in run.stdout
