@@ -376,6 +376,14 @@ def test_cold_first_order():
     assert bounds.tolist() == [0, 1, 2, 7]
     assert ids[order].tolist()[:2] == [7, 9]
     assert rows[:2].tolist() == [7 - 4, 90]
+    # positions past a count (gather_rows's count=5: ids 0 and 5 not
+    # gathered, whatever tier they would come from) sort last, past bounds[3]
+    order, bounds, rows = _cold_first_order(ids, host_row, num_hot=4, num_rows=100, slots=[slot, prev_slot],
+                                            num_warm=4, valid=torch.arange(7) < 5)
+    assert bounds.tolist() == [0, 1, 2, 5]
+    assert ids[order].tolist()[:5] == [7, 9, 1, 3, 8]
+    assert sorted(order[5:].tolist()) == [5, 6]
+    assert rows[:2].tolist() == [7 - 4, 90]
 
 
 def test_gather_one_tier_for_the_benchmarks():
@@ -399,3 +407,142 @@ def test_gather_bad_num_hot():
         gather_rows(x, torch.zeros(2, dtype=torch.int64), hot=x[:3], num_hot=5)
     with pytest.raises(ValueError, match="num_hot"):
         gather_rows(x, torch.zeros(2, dtype=torch.int64), hot=x, num_hot=11)
+
+
+# gather_rows(..., count=): only ids[:count] into out[:count], whatever ids
+# hold past count (ids a bound-sized buffer inside a CUDA graph); the rows of
+# out from count on untouched
+COUNT_IDS = 1200
+
+
+def bounded_ids(num_rows, count, seed):
+    """``COUNT_IDS`` ids: valid ones up to ``count``, then ids no table
+    holds (a never-written buffer): a path reading them fails or shows."""
+    ids = torch.randint(0, num_rows, (COUNT_IDS,), generator=torch.Generator().manual_seed(seed))
+    ids[count:] = torch.tensor([-5, 10**9, num_rows]).repeat(COUNT_IDS)[:COUNT_IDS - count]
+    return ids
+
+
+def check_count(device, gather, want_rows, count, dtype=torch.float32, width=40):
+    """``gather(ids, out, count)`` over a sentinel-filled out: its first
+    ``count`` rows equal ``want_rows(ids[:count])``, the others untouched."""
+    ids = bounded_ids(500, count, count)
+    out = torch.full((COUNT_IDS, width), 3.0, dtype=dtype, device=device)
+    gather(ids.to(device), out, torch.tensor([count], device=device))
+    got, want = out.cpu()[:count], want_rows(ids[:count])
+    if want.dtype == dtype:
+        assert_bits_equal(got, want)
+    else:  # widened: the values (NaN payloads may change)
+        want = want.to(dtype)
+        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.signbit(), want.signbit())
+        assert torch.equal(torch.nan_to_num(got, nan=0.0), torch.nan_to_num(want, nan=0.0))
+    assert torch.equal(out.cpu()[count:], torch.full((COUNT_IDS - count, width), 3.0, dtype=dtype))
+
+
+@pytest.mark.parametrize("tiers", ["one", "hot", "dynamic", "reuse", "widen"])
+@pytest.mark.parametrize("path", ["kernel", "reference"])
+def test_gather_count_from_gpu_memory(device, tiers, path):
+    # every tier in GPU memory (a single bounded pass): the kernel reads
+    # [0, count) on the device; the CPU reference slices
+    import contextlib
+    from tritongnn.kernels._launch import reference_on_cpu
+    stored, wide = (torch.float16, torch.float32) if tiers == "widen" else (torch.float32, torch.float32)
+    x = table(500, 40, stored, 8)
+    args = {}
+    if tiers != "one":
+        args = dict(hot=x[:200].to(device), num_hot=200)
+    if tiers in ("dynamic", "reuse", "widen"):
+        args.update({k: v.to(device) for k, v in gpu_tiers(x).items()
+                     if tiers != "dynamic" or k in ("dynamic", "slot")})
+    poisoned = x.clone()  # rows the GPU tiers serve read there, not from the table
+    poisoned[:200 if tiers != "one" else 0] = 5.0
+    with reference_on_cpu() if path == "reference" else contextlib.nullcontext():
+        for count in (0, 901, COUNT_IDS):
+            check_count(device, lambda ids, out, c: gather_rows(poisoned.to(device), ids, out, validate=False,
+                                                                count=c, **args),
+                        lambda ids: x[ids], count, wide)
+
+
+@pytest.mark.parametrize("first,resolved", [(True, True), (True, False), (False, True), (False, False)])
+@pytest.mark.parametrize("mapped", [False, True])
+def test_gather_count_with_host_rows(device, monkeypatch, mapped, first, resolved):
+    # rows read from the host, every path: host rows first (warm copy, host
+    # table, GPU tiers, each pass bounded by _cold_first_order's bounds),
+    # all rows from the host at their sorted rows, or one pass in host
+    # order; the positions past count sort last and no pass visits them
+    from tritongnn.kernels import gather
+    monkeypatch.setattr(gather, "HOST_ROWS_FIRST", first)
+    monkeypatch.setattr(gather, "RESOLVED_ROWS", resolved)
+    x, user, row_map = host_table(device, monkeypatch, mapped, 9)
+    on = {k: v.to(device) for k, v in gpu_tiers(x).items()}
+    prev_only = torch.full((500,), -1, dtype=torch.int32)
+    prev_only[torch.tensor([217, 240, 499])] = torch.tensor([2, 0, 1], dtype=torch.int32)
+    cases = [(0, {}, 0), (1, {}, 0), (200, on, 0), (200, on, 100), (200, {}, 300), (0, {}, 150), (500, {}, 0),
+             (0, dict(previous=on["previous"], prev_slot=prev_only.to(device)), 0)]
+    for num_hot, tiers, num_warm in cases:
+        warm = -x[num_hot:num_hot + num_warm] - 1.0  # not the rows: which copy was read shows
+        args = dict(hot=x[:num_hot].to(device), num_hot=num_hot, row_map=None if row_map is None else row_map.to(device),
+                    **tiers)
+        host = dict(warm=warm.pin_memory() if device.type == "cuda" else warm) if num_warm else {}
+
+        def want(ids):
+            return reference.gather_rows(user.cpu(), ids, torch.empty(ids.numel(), 40), warm=warm,
+                                         **{k: v.cpu() if torch.is_tensor(v) else v for k, v in args.items()})
+
+        for count in (0, 901, COUNT_IDS):
+            check_count(device, lambda ids, out, c: gather_rows(user.to(device) if device.type == "cpu" else user,
+                                                                ids, out, validate=False, count=c, **args, **host),
+                        want, count)
+
+
+def test_gather_count_is_checked(device):
+    x = torch.randn(10, 4, device=device)
+    ids = torch.tensor([1, 2, 99], device=device)  # 99: past count, never read
+    out = torch.zeros(3, 4, device=device)
+    gather_rows(x, ids, out, count=torch.tensor([2], device=device))  # validate: ids[:count] only
+    assert torch.equal(out[:2], x[ids[:2]]) and not out[2].any()
+    with pytest.raises(ValueError, match="ids holds row id 99"):
+        gather_rows(x, ids, out, count=torch.tensor([3], device=device))
+    for bad in (-1, 4):
+        with pytest.raises(ValueError, match=rf"count = {bad} is outside \[0, 3\]"):
+            gather_rows(x, ids, out, count=torch.tensor([bad], device=device))
+    # without validate, clamped to [0, n] on the device
+    ok = torch.tensor([1, 2, 3], device=device)
+    for bad, rows in ((-1, 0), (7, 3)):
+        out = torch.zeros(3, 4, device=device)
+        gather_rows(x, ok, out, validate=False, count=torch.tensor([bad], device=device))
+        assert torch.equal(out[:rows], x[ok[:rows]]) and not out[rows:].any()
+    gather_rows(x, ok, out, count=torch.tensor(2, device=device))  # 0-d: fine
+    with pytest.raises(TypeError, match="count must be an int64 tensor, got torch.int32"):
+        gather_rows(x, ids, out, count=torch.tensor([2], dtype=torch.int32, device=device))
+    with pytest.raises(TypeError, match="count must be an int64 tensor, got int"):
+        gather_rows(x, ids, out, count=2)
+    with pytest.raises(ValueError, match=r"count must be a \[1\] int64 tensor on ids's device"):
+        gather_rows(x, ids, out, count=torch.tensor([1, 2], device=device))
+    with pytest.raises(ValueError, match="count must be a .* on meta"):
+        gather_rows(x, ids, out, count=torch.tensor([2], device="meta"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("pinned", [False, True])
+def test_gather_count_in_a_cuda_graph(pinned):
+    # no host sync with a count: the gather is captured, each replay
+    # gathers the prefix the device holds then (pinned: the host paths' sort)
+    x = table(1000, 64, torch.float32, 3)
+    source = x.pin_memory() if pinned else x.cuda()
+    hot = x[:300].cuda()
+    ids = torch.randint(0, 1000, (4096,), device="cuda")
+    count = torch.tensor([0], device="cuda")
+    out = torch.full((4096, 64), 3.0, device="cuda")
+    gather_rows(source, ids, out, hot=hot, num_hot=300, validate=False, count=count)  # compiled first
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gather_rows(source, ids, out, hot=hot, num_hot=300, validate=False, count=count)
+    for c in (4096, 17, 2500, 0):
+        out.fill_(3.0)
+        ids.copy_(torch.randint(0, 1000, (4096,), device="cuda"))
+        count.fill_(c)
+        graph.replay()
+        assert_bits_equal(out[:c].cpu(), x[ids[:c].cpu()])
+        assert (out[c:] == 3.0).all()

@@ -8,6 +8,8 @@ holds the pure-torch versions (test oracles and the CPU path).
   (GARDEN's grouped sampler; ``sample_neighbors(..., method="grouped")``).
 - ``id_map``: fused global-to-local id mapping, keyed by sub-batch.
 - ``gather``: feature row gather from GPU memory or pinned host memory.
+- ``pack``: valid prefixes of bounded buffers packed end to end, sizes
+  kept on the device (a mini-batch captured in one CUDA graph).
 - ``aggregate``: sum/mean neighbour aggregation, forward and backward.
 - ``attention``: GAT's attention-weighted aggregation, forward and backward.
 - ``reduce``: column sums of a tall matrix (a layer's bias gradient).
@@ -18,8 +20,9 @@ from .classify import classify_frontier, prefix_sum
 from .gather import gather_rows
 from .id_map import IdMap
 from .outputs import ClassifiedFrontier, HopSample, MappedHop
+from .pack import pack_prefixes
 from .reduce import column_sum
 from .sample import draw_seeds, sample_neighbors
 
 __all__ = ["sample_neighbors", "draw_seeds", "IdMap", "gather_rows", "HopSample", "MappedHop", "aggregate", "attend",
-           "segment_sum", "column_sum", "classify_frontier", "prefix_sum", "ClassifiedFrontier"]
+           "segment_sum", "column_sum", "classify_frontier", "prefix_sum", "ClassifiedFrontier", "pack_prefixes"]

@@ -69,7 +69,7 @@ import triton.language as tl
 
 from . import reference
 from .._checks import check_ids_in_range
-from ._launch import check_readable, interpreted_block, next_power_of_2, on_device_of, use_triton
+from ._launch import check_readable, host_list, interpreted_block, next_power_of_2, on_device_of, use_triton
 
 
 @triton.jit(do_not_specialize=["n", "num_hot", "num_blocks"])
@@ -208,7 +208,7 @@ def _reads_host(table: torch.Tensor, num_hot: int, device: torch.device) -> bool
 
 
 def _cold_first_order(ids: torch.Tensor, host_row: torch.Tensor, num_hot: int, num_rows: int,
-                      slots=(), num_warm: int = 0):
+                      slots=(), num_warm: int = 0, valid: torch.Tensor | None = None):
     """The visiting order of a gather whose rows ``>= num_hot`` live in host
     memory: the rows read from there first, packed (the warm copy's rows,
     then the host table's, each in row order: neighbours share 64 KB
@@ -234,6 +234,10 @@ def _cold_first_order(ids: torch.Tensor, host_row: torch.Tensor, num_hot: int, n
             goes with the cached rows too.
         num_warm: ids ``num_hot .. num_hot + num_warm - 1`` not served by a
             GPU tier are read from the warm copy, at row ``id - num_hot``.
+        valid: ``[n]`` bool, the positions gathered (``gather_rows``'s
+            ``count``: a prefix), or None for all: the others sort after
+            every gathered one and ``bounds[3]`` ends before them, so no
+            pass visits them (their ids must still be in ``[0, N)``).
 
     Returns:
         ``(order, bounds, rows)``: ``[n]`` int64 positions of ``ids``,
@@ -246,18 +250,23 @@ def _cold_first_order(ids: torch.Tensor, host_row: torch.Tensor, num_hot: int, n
     cached = ids < num_hot
     for slot in slots:
         cached |= slot[cold] >= 0
-    # keys: warm rows [-num_warm, 0), host rows [0, num_rows), cached [num_rows, 2 num_rows)
+    # keys: warm rows [-num_warm, 0), host rows [0, num_rows), cached [num_rows, 2 num_rows),
+    # positions not gathered 2 num_rows (after all)
     keys = host_row + cached.to(torch.int64) * num_rows
     if num_warm:
         warm = ~cached & (cold < num_warm)  # (an id below num_hot is cached)
         keys = torch.where(warm, cold - num_warm, keys)
+    if valid is not None:
+        keys = torch.where(valid, keys, 2 * num_rows)
+        cached &= valid
     rows, order = torch.sort(keys)
     bounds = torch.zeros(4, dtype=torch.int64, device=ids.device)
     if num_warm:
-        bounds[1] = warm.sum()
+        bounds[1] = (warm & valid).sum() if valid is not None else warm.sum()
         rows = torch.where(rows < 0, rows + num_warm, rows)  # warm keys -> rows of the warm copy
-    bounds[2] = ids.numel() - cached.sum()
-    bounds[3] = ids.numel()
+    gathered = ids.numel() if valid is None else valid.sum()
+    bounds[2] = gathered - cached.sum()
+    bounds[3] = gathered
     return order, bounds, rows
 
 
@@ -314,6 +323,8 @@ def gather_rows(
     row_map: torch.Tensor | None = None,
     warm: torch.Tensor | None = None,
     validate: bool = True,
+    *,
+    count: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Gather ``table[ids]`` (``table[row_map[ids]]`` with ``row_map``) into
     ``out`` on ``ids``'s device.
@@ -345,8 +356,19 @@ def gather_rows(
             here rather than from ``table`` (the dual cache's copy of the
             rows next in hotness after its GPU tiers, packed so that a
             batch's misses share 64 KB pages; ``tritongnn.cache.dual``).
-        validate: check that ``ids`` are in range (one host sync); the
+        validate: check that ``ids`` are in range (one host sync; two
+            with ``count``, which is checked to be in ``[0, n]`` too); the
             loader and the caches pass False for ids they made themselves.
+        count: ``[1]`` int64 on ``ids``'s device, or None for all: only
+            ``ids[:count]`` are gathered, into ``out[:count]``; the rows of
+            ``out`` from ``count`` on are left as they were. For a batch
+            whose length the host does not know yet (a mini-batch captured
+            in one CUDA graph): ``ids`` and ``out`` are sized by a bound,
+            and every pass reads ``count`` on the device, no host sync.
+            ``ids`` past ``count`` may hold anything (stale ids of an
+            earlier batch, never-written memory): no row is read for them
+            (the host paths' sort sees them as id 0). Clamped to ``[0,
+            n]`` on the device.
 
     Returns:
         ``out``.
@@ -358,8 +380,20 @@ def gather_rows(
         raise ValueError(f"table must be 2-D [num_rows, dim], got shape {tuple(table.shape)}")
     if ids.dtype != torch.int64 or ids.dim() != 1:
         raise TypeError(f"ids must be a 1-D int64 tensor, got {ids.dtype} of shape {tuple(ids.shape)}")
+    if count is not None:  # attribute checks only: no sync, so a graph can capture the call
+        if not isinstance(count, torch.Tensor) or count.dtype != torch.int64:
+            raise TypeError(f"count must be an int64 tensor, got {getattr(count, 'dtype', type(count).__name__)}")
+        if count.numel() != 1 or count.device != ids.device:
+            raise ValueError(f"count must be a [1] int64 tensor on ids's device {ids.device}, got shape "
+                             f"{tuple(count.shape)} on {count.device}")
     if validate:
-        check_ids_in_range(ids, table.size(0), "ids", "row id")
+        checked = ids
+        if count is not None:
+            num_valid = host_list(count.view(1))[0]
+            if not 0 <= num_valid <= ids.numel():
+                raise ValueError(f"count = {num_valid} is outside [0, {ids.numel()}] (the ids given)")
+            checked = ids[:num_valid]
+        check_ids_in_range(checked, table.size(0), "ids", "row id")
     ids = ids.contiguous()  # the kernels read every index array with stride 1
     row_map, slot, prev_slot = (None if t is None else t.contiguous() for t in (row_map, slot, prev_slot))
     for name, tier in (("hot", hot), ("dynamic", dynamic)):
@@ -396,7 +430,7 @@ def gather_rows(
         warm = None
     if not use_triton(device):
         return reference.gather_rows(table, ids, out, hot, num_hot, dynamic, slot, previous, prev_slot, row_map,
-                                     warm)
+                                     warm, count)
     check_readable(table, device, "table")
     check_readable(hot, device, "hot")
     for name, t in (("dynamic", dynamic), ("slot", slot), ("previous", previous), ("prev_slot", prev_slot),
@@ -420,6 +454,18 @@ def gather_rows(
     if not reuse:
         previous, prev_slot = table, ids  # not read
     mapped = row_map is not None
+    # with a count, positions [0, count) only: every pass reads where they
+    # end on the device (bounds), none visits the others
+    bounded = valid = None
+    if count is not None:
+        gathered = count.view(1).clamp(0, n)
+        bounded = torch.cat([gathered.new_zeros(1), gathered])  # [0, count): a single pass's bounds
+        if from_host:
+            # the sort's lookups (row_map, the slot maps) read every
+            # position: those past count, which may hold anything, read id
+            # 0 (they sort last, after the bounds' end)
+            valid = torch.arange(n, device=device) < gathered
+            ids = torch.where(valid, ids, 0)
     host_row = (row_map[ids] if mapped else ids) if from_host else None
     if not mapped:
         row_map = ids  # not read
@@ -443,7 +489,7 @@ def gather_rows(
             BLOCK_ROWS=block_rows, BLOCK_D=block_d, num_warps=num_warps)
 
     if not from_host:
-        launch(ids, None, uva=False)
+        launch(ids, bounded, uva=False)
     elif warm is not None or (tiers > 1 and HOST_ROWS_FIRST):
         # the host's rows first, packed, by the UVA grid (the warm copy's,
         # then the table's); then the GPU tiers' rows by a full grid. With a
@@ -451,15 +497,18 @@ def gather_rows(
         # RESOLVED_ROWS are the timing switches of the path without one).
         slots = ([slot] if tiers == 3 else []) + ([prev_slot] if reuse else [])
         order, bounds, rows = _cold_first_order(ids, host_row, num_hot, table.size(0), slots,
-                                                0 if warm is None else warm.size(0))
+                                                0 if warm is None else warm.size(0), valid)
         if warm is not None:
             launch(order, bounds[0:2], uva=True, rows=rows, host=warm)
         launch(order, bounds[1:3], uva=True, rows=rows if warm is not None or RESOLVED_ROWS else None)
         if tiers > 1:
             launch(order, bounds[2:4], uva=False)
-    elif tiers == 1 and RESOLVED_ROWS:  # every row from the host, read at its sorted row
-        rows, order = torch.sort(host_row)
-        launch(order, None, uva=True, rows=rows)
-    else:  # one pass in host order: neighbours share pages
-        launch(torch.argsort(host_row), None, uva=True)
+    else:
+        if valid is not None:  # positions past count sort last (host rows are < table.size(0))
+            host_row = torch.where(valid, host_row, table.size(0))
+        if tiers == 1 and RESOLVED_ROWS:  # every row from the host, read at its sorted row
+            rows, order = torch.sort(host_row)
+            launch(order, bounded, uva=True, rows=rows)
+        else:  # one pass in host order: neighbours share pages
+            launch(torch.argsort(host_row), bounded, uva=True)
     return out

@@ -179,9 +179,14 @@ class IdMap:
 
 
 def gather_rows(table, ids, out, hot=None, num_hot=0, dynamic=None, slot=None, previous=None,
-                prev_slot=None, row_map=None, warm=None):
+                prev_slot=None, row_map=None, warm=None, count=None):
     """Reference of ``kernels.gather.gather_rows`` (tiers in the same order;
-    rows converted to ``out``'s dtype)."""
+    rows converted to ``out``'s dtype; with ``count``, clamped to ``[0, n]``
+    on the host, ``ids[:count]`` only, into ``out[:count]``)."""
+    if count is not None:
+        n = min(max(int(count.reshape(-1)[0]), 0), ids.numel())
+        gather_rows(table, ids[:n], out[:n], hot, num_hot, dynamic, slot, previous, prev_slot, row_map, warm)
+        return out
     rows = ids if row_map is None else row_map[ids]
     out.copy_(table.index_select(0, rows.to(table.device)))
     if warm is not None:
@@ -205,6 +210,22 @@ def gather_rows(table, ids, out, hot=None, num_hot=0, dynamic=None, slot=None, p
         m_prev = row >= 0
         out[m_prev] = previous.index_select(0, row[m_prev].to(previous.device)).to(out.device, out.dtype)
     return out
+
+
+def pack_prefixes(parts, counts, out, start=None):
+    """Reference of ``kernels.pack.pack_prefixes`` (host syncs: each count
+    read on the host). Part ``k`` starts where part ``k - 1`` started plus
+    its count; it copies ``min(max(count, 0), numel)`` elements, and only
+    those landing in ``[0, out.numel())``."""
+    offset = 0 if start is None else int(start.reshape(-1)[0])
+    for part, count in zip(parts, counts):
+        c = int(count.reshape(-1)[0])
+        n = min(max(c, 0), part.numel())
+        lo, hi = max(offset, 0), min(offset + n, out.numel())  # the positions inside out
+        if lo < hi:
+            out[lo:hi] = part[lo - offset:hi - offset]
+        offset += c
+    return torch.tensor([offset], dtype=torch.int64, device=out.device)
 
 
 def segment_sum(x, indptr, index, weight, out, mean=False):
