@@ -47,9 +47,10 @@ from ..cache.reuse import BatchReuse, GroupReuse
 from ..graph import CSCGraph
 from ..host_memory import HostGroup, SharedHostArrays, as_pinned, pinned_empty
 from ..kernels import gather_rows
-from ..kernels._launch import new_stream
+from ..kernels._launch import new_stream, use_triton
 from ..kernels.aggregate import mark_sorted_by_dst
 from ..kernels.sample import METHODS as SAMPLE_METHODS
+from . import pipeline
 from .sampler import NeighborSampler, check_num_neighbors, edge_index_of
 from .shard import SeedShards, resolve_ranks
 from .timing import StageTimes
@@ -344,6 +345,10 @@ class NeighborLoader:
         self.epoch = 0
         self._open_pass = None  # weakref to the open pass's generator (one pass at a time)
         self._streams = None  # the producer's (sampling, gather, staging) streams: made once, one pass at a time
+        # the replayed batches' slots by batch size, kept across passes
+        # (``pipeline.BatchPipeline``), and the sizes whose capture failed
+        self._slots: dict[int, list] = {}
+        self._slots_failed: dict[int, bool] = {}
         self._shards = None
         if self.world_size > 1:
             shuffle_seed = 0 if seed is None else int(seed)
@@ -922,6 +927,28 @@ class NeighborLoader:
             self.times.add_batch(*mark)
             yield batch
 
+    def _feature_tiers(self) -> dict:
+        """``gather_rows``'s static tiers of ``x``: the cache's, else none
+        (with reuse, an empty one: on a CPU, x would count as one)."""
+        cache = self.cache
+        if cache is not None:
+            return dict(hot=cache.hot_x, num_hot=self._num_feature, row_map=cache.row_map, warm=cache.warm_x)
+        return {} if self.reuse is None else dict(hot=self.x[:0], num_hot=0)
+
+    def _replays_batches(self) -> bool:
+        """Whether passes replay batches from CUDA graphs on the loop's
+        thread (``pipeline.BatchPipeline``): where nothing a batch reads
+        changes between batches outside the graphs (no dynamic cache, reuse
+        or reorder; one batch a pass; no edge attributes or ``e_id``; node
+        attributes along dim 0), with ``prefetch``, on a GPU
+        (``pipeline.REPLAY_ON_CPU``: tests, on Triton's interpreter)."""
+        dynamic = self.cache.dynamic if self.cache is not None else None
+        on_cpu = pipeline.REPLAY_ON_CPU and self.device.type == "cpu" and use_triton(self.device)
+        return (pipeline.REPLAY_BATCHES and self.prefetch > 0 and (self.device.type == "cuda" or on_cpu)
+                and (self.sampler.cuda_graph or on_cpu) and self.super_batch == 1 and self.reorder is None
+                and self.reuse is None and dynamic is None and not self._edge_attrs
+                and all(dim == 0 for _, dim in self._node_attrs.values()))
+
     def _assemble(self, items) -> tuple[list[Data], list[tuple]]:
         """The ``Data`` of each of ``items`` (``(input_id, out, start,
         sampled, share)``): one batch, or a super-batch's batches gathered
@@ -942,10 +969,7 @@ class NeighborLoader:
         reuse = self.reuse
         x = None
         if self.x is not None:
-            if cache is not None:
-                tiers = dict(hot=cache.hot_x, num_hot=self._num_feature, row_map=cache.row_map, warm=cache.warm_x)
-            else:  # no static tier (with reuse, say so: on a CPU, x would count as one)
-                tiers = {} if reuse is None else dict(hot=self.x[:0], num_hot=0)
+            tiers = self._feature_tiers()
             if dynamic is not None:
                 dynamic.before_batch()
                 tiers.update(dynamic=dynamic.rows, slot=dynamic.slot)
@@ -1020,6 +1044,9 @@ class NeighborLoader:
         if self.cache is not None and self.cache.dynamic is not None:
             self.cache.dynamic.new_epoch()
         batches = self._epoch_batches()
+        if self._replays_batches():
+            yield from self.times.consumer(pipeline.BatchPipeline(self, batches))
+            return
         if self.device.type != "cuda" or self.prefetch == 0:
             yield from self.times.consumer(self._batches(batches))
             return

@@ -68,7 +68,8 @@ from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
 from .._checks import check_ids_in_range
 from ..graph import CSCGraph
-from ..kernels import IdMap, draw_seeds, sample_neighbors
+from ..host_memory import pinned_empty
+from ..kernels import IdMap, draw_seeds, pack_prefixes, sample_neighbors
 from ..kernels.id_map import DirectTable, direct_fits
 from ..kernels.sample import MAX_FANOUT, check_method
 from ..kernels._launch import host_list, new_stream, on_device, on_device_of, use_triton
@@ -165,6 +166,27 @@ def _within_kernel_fanouts(num_neighbors: list[int], graph: CSCGraph, replace: b
     return out
 
 
+def capture(fn):
+    """``fn()`` run once (compiling every kernel it launches), then captured
+    into a CUDA graph on the current GPU; returns ``(graph, result)``, the
+    result being the captured run's (its tensors are what a replay
+    overwrites). RuntimeError where the capture fails (a sync in ``fn``).
+
+    "Relaxed": the training thread may call CUDA meanwhile; a sync in the
+    capture still fails it. The outer stream context puts the caller's
+    stream back even when the capture fails: torch's graph exit ends the
+    capture (raising) before it leaves its own stream context."""
+    fn()
+    graph = torch.cuda.CUDAGraph()
+    with _CAPTURE_LOCK, torch.cuda.stream(torch.cuda.current_stream()):
+        index = torch.cuda.current_device()  # the caller's (its entry points make it current)
+        if index not in _capture_streams:
+            _capture_streams[index] = new_stream(index, reserve=True)
+        with torch.cuda.graph(graph, stream=_capture_streams[index], capture_error_mode="relaxed"):
+            result = fn()
+    return graph, result
+
+
 class _CapturedHops:
     """A CUDA graph of the hops of one shape, K sub-batches of ``batch_size``
     seeds in all, with the buffers it reads: ``seeds``, ``rng`` (per-hop,
@@ -175,6 +197,7 @@ class _CapturedHops:
 
     def __init__(self, sampler: "NeighborSampler", batch_size: int, num_batches: int = 1):
         device = sampler.device
+        self.sampler = sampler
         self.seeds = torch.zeros(batch_size, dtype=torch.int64, device=device)
         self.rng = torch.zeros(len(sampler.num_neighbors), num_batches, dtype=torch.int64, device=device)
         self.seeds_batch = self.batch_ptr = None
@@ -185,23 +208,19 @@ class _CapturedHops:
         # its own hash table, sized so that no hop needs to grow it (a sync),
         # or the sampler's direct table
         self.id_map = sampler._new_id_map(sampler._keys_bound(batch_size, num_batches), num_batches)
-        args = (self.seeds, self.rng, None, self.id_map, self.seeds_batch, self.batch_ptr)
-        sampler._hops(*args)  # compiles every kernel first
-        self.graph = torch.cuda.CUDAGraph()
-        # "relaxed": the training thread may call CUDA meanwhile; a sync in
-        # the capture still fails it, and the sampler falls back to eager.
-        # The outer stream context puts the caller's stream back even when
-        # the capture fails: torch's graph exit ends the capture (raising)
-        # before it leaves its own stream context.
-        with _CAPTURE_LOCK, torch.cuda.stream(torch.cuda.current_stream()):
-            index = torch.cuda.current_device()  # the sampler's (its entry points make it current)
-            if index not in _capture_streams:
-                _capture_streams[index] = new_stream(index, reserve=True)
-            with torch.cuda.graph(self.graph, stream=_capture_streams[index], capture_error_mode="relaxed"):
-                self.hops = sampler._hops(*args)
-                # what the host reads after a replay, gathered by the replay
-                self.sizes = None if not self.hops else \
-                    _sizes(self.hops) if num_batches == 1 else _bounds(self.hops, num_batches)
+        self.num_batches = num_batches
+        self.graph = None
+        if device.type == "cuda":
+            self.graph, _ = capture(self._run)
+        else:  # (``PackedBatch`` on a CPU: each replay runs the hops)
+            self._run()
+
+    def _run(self):
+        """The captured work: every hop, and what the host reads after a
+        replay (``sizes``: ``_sizes``, or ``_bounds`` for K > 1)."""
+        self.hops = self.sampler._hops(self.seeds, self.rng, None, self.id_map, self.seeds_batch, self.batch_ptr)
+        self.sizes = None if not self.hops else \
+            _sizes(self.hops) if self.num_batches == 1 else _bounds(self.hops, self.num_batches)
 
     def replay(self, seeds: torch.Tensor, rng: torch.Tensor, seeds_batch: torch.Tensor | None = None,
                batch_ptr: torch.Tensor | None = None):
@@ -216,10 +235,79 @@ class _CapturedHops:
         if self.seeds_batch is not None:
             self.seeds_batch.copy_(seeds_batch)
             self.batch_ptr.copy_(batch_ptr)
-        if self.id_map.direct is not None:
-            self.id_map.direct.next_batch()  # the replay takes the next tag
-        self.graph.replay()
+        if self.graph is None:
+            self._run()  # (the map's ``start`` counts the batch)
+        else:
+            if self.id_map.direct is not None:
+                self.id_map.direct.next_batch()  # the replay takes the next tag
+            self.graph.replay()
         return self.hops, self.sizes
+
+
+class PackedBatch(_CapturedHops):
+    """One batch's hops and its copy-out in one graph: after the hops, the
+    batch's ``node`` (seeds, then each hop's new nodes) and its edges
+    (``edges[:E]`` the rows, ``edges[E:2E]`` the columns: ``edge_index``
+    as one ``[2, E]`` view) are packed into buffers of their own, sized by
+    the hops' bounds, at offsets the device computes
+    (``kernels.pack_prefixes``), and every hop's sizes are copied to pinned
+    host memory (``sizes_host``). What a replay leaves is then read after
+    one wait on the replay's stream, with no launch: the batch's tensors are
+    views (``outputs``). A replay overwrites them: the loader's
+    ``BatchPipeline`` keeps a ring of these, one per batch in flight or held.
+
+    On a CPU (tests, under Triton's interpreter) nothing is captured: each
+    replay runs the same work eagerly into the same buffers.
+    """
+
+    def __init__(self, sampler: "NeighborSampler", batch_size: int):
+        if sampler.return_eid:
+            raise ValueError("a packed batch has no e_id: build the sampler with return_eid=False")
+        self.node = self.edges = self.sizes_host = None
+        super().__init__(sampler, batch_size)
+
+    def _run(self):
+        super()._run()
+        hops, device = self.hops, self.sampler.device
+        if self.node is None:  # the first (uncaptured) run: the hops' bounds size the buffers
+            node_bound = self.seeds.numel() + sum(m.new_nodes.numel() for _, m in hops)
+            edge_bound = sum(m.local.numel() for _, m in hops)
+            # zeros: past a batch's nodes stay ids of earlier batches, in range
+            # for every lookup that runs over the whole buffer
+            self.node = torch.zeros(node_bound, dtype=torch.int64, device=device)
+            self.edges = torch.empty(2 * edge_bound, dtype=torch.int64, device=device)
+            # (registered in place, not torch's caching host allocator: a
+            # copy into its blocks records an event, which a capture refuses)
+            self.sizes_host = pinned_empty((2 * len(hops),), torch.int64, device)
+            self._num_seeds = torch.full((1,), self.seeds.numel(), dtype=torch.int64, device=device)
+        self.num_nodes = pack_prefixes([self.seeds] + [m.new_nodes for _, m in hops],
+                                       [self._num_seeds] + [m.num_new for _, m in hops], self.node)
+        counts = [e.num_edges for e, _ in hops]
+        self.num_edges = pack_prefixes([m.local for _, m in hops], counts, self.edges)
+        pack_prefixes([e.dst for e, _ in hops], counts, self.edges, start=self.num_edges)
+        if hops:
+            self.sizes_host.copy_(self.sizes, non_blocking=True)
+
+    def replay(self, seeds: torch.Tensor, rng: torch.Tensor):
+        """Run the batch on ``seeds`` and ``rng`` (``[L, 1]`` on the CPU),
+        on the current stream; ``outputs`` reads it once that stream has
+        run it."""
+        super().replay(seeds, rng)
+
+    def outputs(self) -> tuple[SamplerOutput, torch.Tensor]:
+        """The replayed batch as ``NeighborSampler.sample`` returns it, and
+        its ``edge_index``: ``node``, ``row``, ``col`` and ``edge_index``
+        views of this graph's buffers (valid until its next replay). Call
+        once the replay's stream has run it (the sizes are read from
+        ``sizes_host``)."""
+        sizes = self.sizes_host.tolist()
+        num_edges, num_new = sizes[0::2], sizes[1::2]
+        num_seeds = self.seeds.numel()
+        n, e = num_seeds + sum(num_new), sum(num_edges)
+        edge_index = self.edges[:2 * e].view(2, e)
+        out = SamplerOutput(node=self.node[:n], row=edge_index[0], col=edge_index[1], edge=None,
+                            num_sampled_nodes=[num_seeds] + num_new, num_sampled_edges=num_edges)
+        return out, edge_index
 
 
 class NeighborSampler:
@@ -424,6 +512,19 @@ class NeighborSampler:
                     captured = None
             self._captured[key] = captured
         return self._captured[key]
+
+    @on_device_of("self")
+    def packed_batch(self, batch_size: int) -> PackedBatch | None:
+        """A new ``PackedBatch`` for batches of ``batch_size`` seeds (its
+        graph captured on a GPU), or None where one cannot be: a hop that
+        syncs (fanout -1, a frontier past ``_SYNC_ABOVE``), more id-map keys
+        than ``_GRAPH_KEYS_MAX``, ``return_eid``, captures off
+        (``cuda_graph=False``), or a CPU without Triton's interpreter."""
+        keys = self._keys_bound(batch_size)
+        capturable = self.cuda_graph or (self.device.type == "cpu" and use_triton(self.device))
+        if not capturable or self.return_eid or not 0 < keys <= _GRAPH_KEYS_MAX:
+            return None
+        return PackedBatch(self, batch_size)
 
     def _draw_rng(self, generator, num_batches: int = 1) -> torch.Tensor | None:
         """``[L, K]`` per-hop Philox seeds on the CPU: L per batch, drawn

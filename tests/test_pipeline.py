@@ -1,0 +1,124 @@
+"""Batches replayed from CUDA graphs on the loop's thread
+(``tritongnn.sampling.pipeline``): the producer's batches bit for bit, slots
+never overwritten while a batch (or a view of it) is held, and the
+configurations that keep the producer. On a CPU the pipeline runs each
+"replay" eagerly under Triton's interpreter (``REPLAY_ON_CPU``)."""
+import pytest
+import torch
+
+from test_loader import random_data
+from tritongnn import NeighborLoader
+from tritongnn.sampling import pipeline
+
+
+@pytest.fixture
+def replay_on_cpu(monkeypatch):
+    monkeypatch.setattr(pipeline, "REPLAY_ON_CPU", True)
+
+
+def batches(loader):
+    """A pass's batches, copied (a replayed batch kept would hold its slot)."""
+    return [batch.clone().to("cpu") for batch in loader]
+
+
+def assert_same_batches(got, want):
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert sorted(a.keys()) == sorted(b.keys())
+        for key in b.keys():
+            va, vb = a[key], b[key]
+            if isinstance(vb, torch.Tensor):
+                assert va.dtype == vb.dtype and torch.equal(va.cpu(), vb.cpu()), key
+            else:
+                assert va == vb, key
+
+
+def loaders(monkeypatch, data, device, num_neighbors=(4, 3), batch_size=37, **kwargs):
+    """The same loader twice: replaying, and with the producer's path
+    (``pipeline.REPLAY_BATCHES`` is read when a pass starts: the two are
+    told apart by the flag as each pass begins, ``produced_pass``)."""
+    kwargs = dict(num_neighbors=list(num_neighbors), input_nodes=data.train_mask, batch_size=batch_size,
+                  shuffle=True, seed=3, device=device, **kwargs)
+    return NeighborLoader(data, **kwargs), NeighborLoader(data, **kwargs)
+
+
+def produced_pass(monkeypatch, loader):
+    """A pass of ``loader`` on the producer's path."""
+    monkeypatch.setattr(pipeline, "REPLAY_BATCHES", False)
+    try:
+        return batches(loader)
+    finally:
+        monkeypatch.setattr(pipeline, "REPLAY_BATCHES", True)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(),
+    dict(placement="host", cache_budget=300 * 12 * 4 // 3),  # a dual cache, a third of the rows
+    dict(placement="host", cache_budget=300 * 12 * 4 // 3, feature_dtype=torch.float16),
+])
+def test_replayed_batches_are_the_producers(monkeypatch, replay_on_cpu, device, kwargs):
+    data = random_data()
+    replayed, produced = loaders(monkeypatch, data, device, **kwargs)
+    assert replayed._replays_batches()
+    for _ in range(2):  # a second pass replays the slots of the first
+        want = produced_pass(monkeypatch, produced)
+        got = batches(replayed)
+        assert_same_batches(got, want)
+    assert got[-1].batch_size < 37  # a short last batch: from the producer's path
+    assert list(replayed._slots) == [37] and 37 not in produced._slots
+    assert 1 <= len(replayed._slots[37]) <= replayed.prefetch + 2 + pipeline.SPARE_SLOTS
+    stats = replayed.stats
+    assert stats["batches"] == len(got) and stats["sampling_seconds"] > 0 and stats["gather_seconds"] > 0
+
+
+def test_held_batches_and_views_are_never_overwritten(monkeypatch, replay_on_cpu, device):
+    data = random_data()
+    replayed, produced = loaders(monkeypatch, data, device, batch_size=16, drop_last=True)
+    want = produced_pass(monkeypatch, produced)
+    # every batch kept: past the slots, the rest come from the producer's path
+    got = list(replayed)
+    assert_same_batches(got, want)
+    assert len(replayed._slots[16]) == replayed.prefetch + 2 + pipeline.SPARE_SLOTS < len(got)
+    del got
+    # a view kept past its batch (and nothing else of it) holds its slot too
+    want = produced_pass(monkeypatch, produced)
+    kept = first = None
+    for i, batch in enumerate(replayed):
+        if i == 0:
+            kept, first = batch.x[:5], batch.x[:5].clone()
+    assert torch.equal(kept, first) and torch.equal(kept.cpu(), want[0].x[:5])
+
+
+def test_leaving_a_pass_early_then_a_full_pass(monkeypatch, replay_on_cpu, device):
+    data = random_data()
+    replayed, produced = loaders(monkeypatch, data, device)
+    for i, _ in enumerate(replayed):
+        if i == 1:
+            break
+    # the next pass from the same generator state: the same batches
+    produced.generator.set_state(replayed.generator.get_state())
+    produced.epoch = replayed.epoch
+    want = produced_pass(monkeypatch, produced)
+    assert_same_batches(batches(replayed), want)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(super_batch=2), dict(reorder_group=2), dict(prefetch=0),
+    dict(placement="host", cache_budget=300 * 12 * 4 // 3, dynamic_cache=True),
+    dict(placement="host", reuse=True),
+])
+def test_configurations_that_keep_the_producer(replay_on_cpu, kwargs):
+    data = random_data()
+    loader = NeighborLoader(data, [4, 3], batch_size=37, device="cpu", **kwargs)
+    assert not loader._replays_batches()
+    with_edges = NeighborLoader(random_data(edge_attr=True), [4, 3], batch_size=37, device="cpu")
+    assert not with_edges._replays_batches()
+
+
+def test_a_hop_that_syncs_keeps_the_producer(monkeypatch, replay_on_cpu):
+    data = random_data()
+    replayed, produced = loaders(monkeypatch, data, "cpu", num_neighbors=(4, -1))
+    assert replayed._replays_batches() and replayed.sampler.packed_batch(37) is None
+    want = produced_pass(monkeypatch, produced)
+    assert_same_batches(batches(replayed), want)
+    assert replayed._slots_failed[37] and not replayed._slots.get(37)

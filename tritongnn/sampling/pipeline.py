@@ -1,0 +1,275 @@
+"""Batches replayed from CUDA graphs by the training loop's own thread.
+
+Why: at ogbn-papers100M scale with every row in GPU memory, a GraphSAGE
+step is bound by the host, not the GPU (bench/results/README.md, twenty-third
+and twenty-fourth sessions): the training thread's Python takes the step's
+whole time, and the loader's producer thread, which spends ~1.1-1.3 ms of
+Python a batch sampling, gathering and assembling it, takes that time from
+the loop (one interpreter lock): an epoch took 1.5-1.6x the model alone on
+the same batches. Here a batch is two graph replays and a few views, issued
+by the loop's thread itself a few batches ahead, with no producer thread.
+
+How: a ring of slots, each a ``PackedBatch`` (the sampler's graph: the
+hops, then the batch's ``node`` and edges packed into buffers sized by the
+hops' bounds, and its sizes copied to pinned memory) and a gather graph of
+the loader's (``n_id`` through the cache's order, ``x`` through the tiers of
+``gather_rows`` with the node count read on the device, each node attribute
+by ``index_select``), both writing buffers of the slot's own. Asked for
+batch ``i``, the pipeline replays batch ``i + prefetch`` into a free slot
+(the sampling graph on the loader's sampling stream, the gather graph on its
+gather stream, so one batch's gather overlaps the next one's sampling), then
+waits for batch ``i``'s sampling graph (long done: it was replayed
+``prefetch`` steps ago), reads its sizes and hands out views of the slot's
+buffers, the loop's stream ordered after the gather graph.
+
+A slot is free once nothing outside the pipeline holds a tensor viewing
+its buffers (their storages' use counts, not the batch objects: a view of a
+view, e.g. ``batch.x[:batch.batch_size]`` kept past the batch, holds it
+too); its next replay then waits for the work the loop's stream had queued
+when it was found free. A batch is read on the stream current where it was
+asked for (or on one ordered before that stream's later work); another
+stream that reads it after the loop has dropped it must be waited for
+before the next batch is asked for. Up to ``prefetch + 3`` slots: a loop
+that keeps every batch (``list(loader)``) gets the rest from the producer's
+path, batch by batch, as does a batch of another size (a short last batch)
+and every batch where a graph cannot be captured.
+
+The batches are the producer's, bit for bit, for the same seed: the same
+sampler kernels draw the same per-hop seeds in batch order, and the gather
+reads the same tiers (``tests/test_pipeline.py``). The loader replays batches
+where nothing changes from batch to batch outside the graphs: no dynamic
+cache, no reuse or reorder, one batch a pass, no edge attributes, node
+attributes sliced along dim 0 (``NeighborLoader._replays_batches``).
+"""
+from __future__ import annotations
+
+import collections
+
+import torch
+from torch_geometric.data import Data
+
+from ..kernels import gather_rows
+from ..kernels.aggregate import mark_sorted_by_dst
+from ..kernels._launch import new_stream
+from .sampler import capture
+
+# Whether the loader replays batches where it can (``NeighborLoader``); the
+# benchmark turns it off to time the producer thread against it.
+REPLAY_BATCHES = True
+# Replay on a CPU too, each "replay" run eagerly into the slot's buffers:
+# for the tests, under Triton's interpreter (the loader's CPU path is
+# otherwise the producer's, batch by batch).
+REPLAY_ON_CPU = False
+# Slots past ``prefetch + 2`` (the batch the loop holds, the one handed
+# out, ``prefetch`` in flight) for a loop that keeps a batch a step longer.
+SPARE_SLOTS = 1
+
+
+def _use_count(t: torch.Tensor) -> int:
+    """Tensors viewing ``t``'s storage (``t`` itself included)."""
+    return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
+
+
+class _Slot:
+    """One batch's graphs and buffers: the sampler's ``PackedBatch`` and the
+    loader's gather graph over its ``node`` buffer."""
+
+    def __init__(self, loader, packed):
+        self.loader, self.packed = loader, packed
+        device, bound = loader.device, packed.node.numel()
+        cache = loader.cache
+        self.n_id = packed.node if cache is None else torch.zeros_like(packed.node)
+        self.x = None
+        if loader.x is not None:
+            self.x = torch.empty((bound, loader.x.size(1)), dtype=loader._x_dtype, device=device)
+        self.attrs = {key: torch.empty((bound,) + value.shape[1:], dtype=value.dtype, device=device)
+                      for key, (value, _) in loader._node_attrs.items()}
+        self._tiers = loader._feature_tiers()
+        self.graph = None
+        if device.type == "cuda":
+            self.graph, _ = capture(self._gather)
+        # the buffers handed out, and the tensors viewing each while none is
+        # (the storage's own reference: the tensor kept here)
+        self.bases = list(dict.fromkeys([packed.node, packed.edges, self.n_id]
+                                        + ([self.x] if self.x is not None else []) + list(self.attrs.values())))
+        self.idle = [_use_count(t) for t in self.bases]
+        self.handed = False  # handed out since it was last found free
+        self.free = torch.cuda.Event() if device.type == "cuda" else None
+
+    def _gather(self) -> None:
+        """The gather graph's work: ``n_id``, ``x`` and the node attributes
+        of the packed ``node`` buffer (all of it for the lookups, whose
+        past-the-batch ids are in range; the first ``num_nodes`` rows of
+        ``x``, a count the device holds)."""
+        loader, node = self.loader, self.packed.node
+        if loader.cache is not None:
+            torch.index_select(loader.cache.order, 0, node, out=self.n_id)
+        if self.x is not None:
+            gather_rows(loader.x, node, self.x, **self._tiers, validate=False, count=self.packed.num_nodes)
+        for key, (value, _) in loader._node_attrs.items():
+            torch.index_select(value, 0, self.n_id, out=self.attrs[key])
+
+    def replay_gather(self) -> None:
+        if self.graph is None:
+            self._gather()
+        else:
+            self.graph.replay()
+
+    def held(self) -> bool:
+        """Whether a tensor outside the pipeline views a buffer of this slot."""
+        return any(_use_count(t) > idle for t, idle in zip(self.bases, self.idle))
+
+
+class BatchPipeline:
+    """A pass of ``loader``'s ``batches`` (their input ids, in order),
+    replayed ``loader.prefetch`` ahead by the thread iterating it (module
+    docstring)."""
+
+    def __init__(self, loader, batches):
+        self.loader, self.batches = loader, iter(batches)
+        self.cuda = loader.device.type == "cuda"
+        self.depth = max(1, loader.prefetch)
+        self.most = self.depth + 2 + SPARE_SLOTS
+        self.in_flight: collections.deque = collections.deque()
+        self.stream = self.gather_stream = self.consumer = None
+        if self.cuda:
+            if loader._streams is None:  # the producer's three, made once per loader
+                loader._streams = tuple(new_stream(loader.device, owner=loader) for _ in range(3))
+            self.stream, self.gather_stream = loader._streams[:2]
+            self.consumer = torch.cuda.current_stream(loader.device)
+            # the epoch's input ids were made on the loop's stream
+            self.stream.wait_stream(self.consumer)
+
+    def _stream(self, stream):
+        return torch.cuda.stream(stream) if stream is not None else _no_stream()
+
+    def _slot(self, batch_size: int) -> _Slot | None:
+        """A slot for a batch of ``batch_size`` seeds that no batch in flight
+        or held uses (a new one while fewer than ``most``), or None."""
+        loader = self.loader
+        slots = loader._slots.setdefault(batch_size, [])
+        busy = {id(entry[1]) for entry in self.in_flight if entry[0] == "slot"}
+        for slot in slots:
+            if id(slot) in busy or slot.held():
+                continue
+            if slot.handed:  # the loop's work queued so far is all that read it
+                if self.cuda:
+                    slot.free.record(torch.cuda.current_stream(loader.device))
+                slot.handed = False
+            return slot
+        if len(slots) >= self.most or loader._slots_failed.get(batch_size):
+            return None
+        try:
+            with self._stream(self.stream):
+                packed = loader.sampler.packed_batch(batch_size)
+                slot = _Slot(loader, packed) if packed is not None else None
+        except RuntimeError:  # a capture refused (a sync in it)
+            slot = None
+        if slot is None:
+            loader._slots_failed[batch_size] = True
+            return None
+        slots.append(slot)
+        return slot
+
+    def _launch(self, input_id: torch.Tensor) -> None:
+        """Start the batch of ``input_id``: replayed into a free slot, or
+        (no slot) built by the producer's path, on the same streams."""
+        loader = self.loader
+        # (a short last batch: a pass's one batch of its size, not worth graphs of its own)
+        slot = self._slot(input_id.numel()) if input_id.numel() == loader.batch_size else None
+        if slot is None:
+            with self._stream(self.stream):
+                item = next(loader._sampled([input_id]))
+                batch = next(loader._finish([item], self.gather_stream))
+            ready = None
+            if self.cuda:
+                ready = torch.cuda.Event()
+                ready.record(self.gather_stream)
+            self.in_flight.append(("built", batch, ready))
+            return
+        times = loader.times
+        rng = loader.sampler._draw_rng(loader.generator)  # drawn in batch order, as the producer draws them
+        with self._stream(self.stream):
+            if self.cuda:
+                self.stream.wait_event(slot.free)  # (a no-op before its first record)
+            start = times.mark()
+            slot.packed.replay(loader._seeds[input_id], rng)
+            sampled = times.mark()
+        with self._stream(self.gather_stream):
+            if self.cuda:
+                self.gather_stream.wait_event(sampled)
+            gather_start = times.mark()
+            slot.replay_gather()
+            gathered = times.mark()
+        self.in_flight.append(("slot", slot, input_id, (start, sampled, gather_start, gathered)))
+
+    def _hand_out(self, entry) -> Data:
+        loader = self.loader
+        if entry[0] == "built":
+            _, batch, ready = entry
+            if ready is not None:
+                consumer = torch.cuda.current_stream(loader.device)
+                consumer.wait_event(ready)
+                for value in batch.to_dict().values():
+                    if isinstance(value, torch.Tensor) and value.is_cuda:
+                        value.record_stream(consumer)  # freed by the loop: made on the producer's streams
+            return batch
+        _, slot, input_id, marks = entry
+        start, sampled, gather_start, gathered = marks
+        if self.cuda:
+            sampled.synchronize()  # the sizes in pinned memory (replayed steps ago: done)
+            torch.cuda.current_stream(loader.device).wait_event(gathered)
+        out, edge_index = slot.packed.outputs()
+        n = out.node.numel()
+        batch = Data(edge_index=mark_sorted_by_dst(edge_index), n_id=slot.n_id[:n])
+        if slot.x is not None:
+            batch.x = slot.x[:n]
+        if loader.host_stats is not None:  # (on the loop's stream, after the gather)
+            loader.host_stats.record(out.node, out.col, out.num_sampled_nodes, loader._num_feature,
+                                     loader._num_adjacency, None, None)
+        if loader.x is None or loader._set_num_nodes:
+            batch.num_nodes = n
+        for key, buffer in slot.attrs.items():
+            batch[key] = buffer[:n]
+        for key, value in loader._graph_attrs.items():
+            batch[key] = value
+        batch.input_id = input_id
+        batch.batch_size = input_id.numel()
+        batch.num_sampled_nodes = out.num_sampled_nodes
+        batch.num_sampled_edges = out.num_sampled_edges
+        slot.handed = True
+        loader.times.add_batch(start, sampled, gather_start, gathered)
+        return loader.transform(batch) if loader.transform is not None else batch
+
+    def __iter__(self):
+        loader = self.loader
+        try:
+            done = False
+            while True:
+                while not done and len(self.in_flight) <= self.depth:
+                    input_id = next(self.batches, None)
+                    if input_id is None:
+                        done = True
+                    else:
+                        self._launch(input_id)
+                if not self.in_flight:
+                    return
+                yield self._hand_out(self.in_flight.popleft())
+        finally:
+            # work replayed and never handed out (a pass left early) may
+            # still run: the loop's stream, which the next pass's replays
+            # wait for first, waits for it
+            if self.cuda:
+                current = torch.cuda.current_stream(loader.device)
+                for stream in dict.fromkeys((self.consumer, current)):
+                    stream.wait_stream(self.stream)
+                    stream.wait_stream(self.gather_stream)
+            self.in_flight.clear()
+
+
+class _no_stream:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
