@@ -160,14 +160,13 @@ class CacheStats:
         # a tier that holds everything (no budget) hits every read: counted
         # on the host, without the kernels (at 8000 seeds of [15, 10, 5] on
         # papers100M's scale, node[col] alone reads 10^7 ids a batch)
-        all_rows = self.num_nodes is not None and num_feature >= self.num_nodes
-        all_lists = self.num_nodes is not None and num_adjacency >= self.num_nodes
+        all_rows, all_lists = self._holds_all(num_feature), self._holds_all(num_adjacency)
         self._all_rows += node.numel() if all_rows else 0
         self._all_lists += num_expanded if all_lists else 0
         self.batches += 1
         self._rows += node.numel()
         self._lists += num_expanded
-        if all_rows and all_lists and dynamic_served is None and reused is None:
+        if not self.counts_on_device(num_feature, num_adjacency, dynamic_served, reused):
             # nothing for the device to count: no torch call at all (the
             # loader's producer shares the interpreter with the training loop)
             return
@@ -178,6 +177,15 @@ class CacheStats:
             zero if all_lists else (node[:num_expanded] < num_adjacency).sum(),
             zero if all_lists else (node[col] >= num_adjacency).sum(),
             zero if reused is None else reused, zero])
+
+    def _holds_all(self, num_cached: int) -> bool:
+        return self.num_nodes is not None and num_cached >= self.num_nodes
+
+    def counts_on_device(self, num_feature: int, num_adjacency: int, dynamic_served=None, reused=None) -> bool:
+        """Whether ``record`` launches kernels for a batch (else it counts
+        on the host alone): some tier does not hold everything."""
+        return not (self._holds_all(num_feature) and self._holds_all(num_adjacency)
+                    and dynamic_served is None and reused is None)
 
     def record_staged(self, rows: int) -> None:
         """Count ``rows`` read from host memory into a group's staging

@@ -12,10 +12,14 @@ Where PyG samples on the CPU in worker processes and copies each batch to the
 GPU, this loader samples, maps ids and gathers features on the GPU, reading
 topology and features from GPU memory (``placement="device"``) or straight
 from pinned host memory (``placement="host"``, UVA) for graphs larger than
-the GPU. A producer thread prepares the next batches on side CUDA streams
-while the model runs on the current one (sampling on one, the gather and
-assembly on another, so one batch's gather overlaps the next one's
-sampling); the batch handed over is ordered after their work.
+the GPU. The next batches are prepared on side CUDA streams while the model
+runs on the current one (sampling on one, the gather and assembly on
+another, so one batch's gather overlaps the next one's sampling); the batch
+handed over is ordered after their work. Where nothing a batch reads
+changes between batches (the common case: ``_replays_batches``), each batch
+is two CUDA graph replays issued by the training loop's own thread a few
+batches ahead (``pipeline.BatchPipeline``); otherwise a producer thread
+builds them (``_Prefetcher``).
 
 With no GPU the same loader runs on the CPU, through the pure-torch
 references of the kernels.
@@ -166,8 +170,11 @@ class NeighborLoader:
             (and relabels it, with a cache) and the others map it; each GPU
             still builds its own caches. False: every rank builds its own.
             Every rank must pass the same ``data``.
-        prefetch: batches prepared ahead on a side stream by a producer
-            thread (GPU only; 0 = prepare each batch when asked). One pass
+        prefetch: batches prepared ahead on side streams (GPU only; 0 =
+            prepare each batch when asked): replayed from CUDA graphs by
+            the loop's thread (``sampling.pipeline``, whose buffers a batch
+            views: ``prefetch + 3`` batches' worth, sized by the fanouts'
+            bound), or built by a producer thread. One pass
             at a time: the loader's sampler, caches and staging serve one
             epoch, so ``iter(loader)`` ends any pass still open (its
             iterator stops; ``zip(loader, loader)`` yields nothing). Each

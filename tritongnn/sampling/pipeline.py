@@ -218,15 +218,24 @@ class BatchPipeline:
         start, sampled, gather_start, gathered = marks
         if self.cuda:
             sampled.synchronize()  # the sizes in pinned memory (replayed steps ago: done)
-            torch.cuda.current_stream(loader.device).wait_event(gathered)
         out, edge_index = slot.packed.outputs()
+        ready = gathered
+        stats = loader.host_stats
+        if stats is not None:
+            # counted on the gather stream, where the producer's path counts
+            # (one stream adds to the counters), the loop ordered after it
+            with self._stream(self.gather_stream):
+                stats.record(out.node, out.col, out.num_sampled_nodes, loader._num_feature,
+                             loader._num_adjacency)
+            if self.cuda and stats.counts_on_device(loader._num_feature, loader._num_adjacency):
+                ready = torch.cuda.Event()
+                ready.record(self.gather_stream)
+        if self.cuda:
+            torch.cuda.current_stream(loader.device).wait_event(ready)
         n = out.node.numel()
         batch = Data(edge_index=mark_sorted_by_dst(edge_index), n_id=slot.n_id[:n])
         if slot.x is not None:
             batch.x = slot.x[:n]
-        if loader.host_stats is not None:  # (on the loop's stream, after the gather)
-            loader.host_stats.record(out.node, out.col, out.num_sampled_nodes, loader._num_feature,
-                                     loader._num_adjacency, None, None)
         if loader.x is None or loader._set_num_nodes:
             batch.num_nodes = n
         for key, buffer in slot.attrs.items():
