@@ -200,6 +200,12 @@ class _CapturedHops:
         self.sampler = sampler
         self.seeds = torch.zeros(batch_size, dtype=torch.int64, device=device)
         self.rng = torch.zeros(len(sampler.num_neighbors), num_batches, dtype=torch.int64, device=device)
+        # the Philox seeds staged in pinned memory: from pageable memory the
+        # copy may wait for the stream to drain first (CUDA's rule for
+        # staged copies), which on the loop's thread (``pipeline``) would
+        # wait for the batches replayed before. Written again only after the
+        # host has waited for the replay that read it (its sizes).
+        self.rng_host = pinned_empty(tuple(self.rng.shape), torch.int64, device)
         self.seeds_batch = self.batch_ptr = None
         if num_batches > 1:  # a valid split for the warm-up run: every seed in sub-batch 0
             self.seeds_batch = torch.zeros(batch_size, dtype=torch.int64, device=device)
@@ -229,9 +235,8 @@ class _CapturedHops:
         buffers and the sizes (``_sizes``, or ``_bounds`` for K > 1) in one
         tensor."""
         self.seeds.copy_(seeds)
-        # (pageable: staged by the driver before the call returns; without
-        # non_blocking, torch would also wait for the stream)
-        self.rng.copy_(rng, non_blocking=True)
+        self.rng_host.copy_(rng)
+        self.rng.copy_(self.rng_host, non_blocking=True)
         if self.seeds_batch is not None:
             self.seeds_batch.copy_(seeds_batch)
             self.batch_ptr.copy_(batch_ptr)
