@@ -174,6 +174,24 @@ def test_known_destination_order(device, monkeypatch):
         agg.mark_sorted_by_dst([[0, 1], [0, 0]])
 
 
+def test_marked_views_of_a_flat_buffer_pass_their_mark_to_leading_slices():
+    # a replayed batch's edge_index is a [2, E] view of a flat buffer (rows
+    # then columns): its leading slices (trim_to_layer's) skip the check too
+    flat = torch.zeros(40, dtype=torch.int64)
+    edge_index = flat[:20].view(2, 10)
+    edge_index[1] = torch.arange(10)
+    agg.mark_sorted_by_dst(edge_index)
+    assert agg._known_sorted(edge_index) and agg._known_sorted(edge_index[:, :4])
+    assert not agg._known_sorted(flat[:8].view(2, 4))  # other strides: other memory
+    assert not agg._known_sorted(flat[20:30].view(2, 5))
+    flat[25] = 7  # the buffer written through itself: views share the counter
+    assert not agg._known_sorted(edge_index[:, :4])
+    again = flat[:20].view(2, 10)  # marked anew at the same address: the old record goes
+    agg.mark_sorted_by_dst(again)
+    del edge_index
+    assert agg._known_sorted(again[:, :3])
+
+
 def test_loader_batches_are_marked_sorted(device):
     from test_loader import random_data
     from tritongnn import NeighborLoader

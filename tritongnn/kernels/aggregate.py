@@ -228,7 +228,11 @@ def _segments(key: torch.Tensor, num_segments: int, presorted: bool):
 # Known destination order (module docstring). ``KNOWN_ORDER = False`` checks
 # every edge_index as before (one host sync per layer): for timing the two.
 KNOWN_ORDER = True
-_SORTED: dict = {}  # id(edge_index) -> (weakref, version): edge_index[1] is non-decreasing
+# marked tensors by (data pointer, strides): (weakref, version, columns).
+# Leading slices of one share its address and strides, whatever the tensor
+# it is a view of (a replayed batch's edge_index is a view of a flat buffer,
+# ``sampling.pipeline``, so ``_base`` would name the buffer, not it).
+_SORTED: dict = {}
 
 
 def mark_sorted_by_dst(edge_index: torch.Tensor) -> torch.Tensor:
@@ -241,28 +245,34 @@ def mark_sorted_by_dst(edge_index: torch.Tensor) -> torch.Tensor:
     """
     if not isinstance(edge_index, torch.Tensor):
         raise TypeError(f"edge_index must be a [2, E] tensor, got {type(edge_index).__name__}")
-    key = id(edge_index)
-    ref = weakref.ref(edge_index, lambda _, key=key: _SORTED.pop(key, None))
-    _SORTED[key] = (ref, edge_index._version)
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        return edge_index  # not a [2, E] edge list: nothing to record (aggregate refuses it anyway)
+    key = _address(edge_index)
+
+    def forget(ref, key=key):
+        entry = _SORTED.get(key)
+        if entry is not None and entry[0] is ref:  # (a later mark at the same address stays)
+            del _SORTED[key]
+    _SORTED[key] = (weakref.ref(edge_index, forget), edge_index._version, edge_index.size(1))
     return edge_index
 
 
-def _recorded(t: torch.Tensor) -> bool:
-    entry = _SORTED.get(id(t))
-    return entry is not None and entry[0]() is t and entry[1] == t._version
+def _address(t: torch.Tensor) -> tuple:
+    return t.data_ptr(), t.stride(), t.dtype, t.device
 
 
 def _known_sorted(edge_index: torch.Tensor) -> bool:
     """``edge_index`` is recorded sorted, or is a leading slice of columns of
-    a recorded tensor (same start and strides, no more columns)."""
-    if not KNOWN_ORDER:
+    a recorded tensor: the same first element and strides (so, while the
+    recorded one lives, the same memory), no more columns, and no write
+    since (views share the version counter)."""
+    if not KNOWN_ORDER or edge_index.dim() != 2:
         return False
-    if _recorded(edge_index):
-        return True
-    base = edge_index._base
-    return (base is not None and base.dim() == 2 and base.size(0) == 2 and base.dtype == edge_index.dtype
-            and _recorded(base) and edge_index.storage_offset() == base.storage_offset()
-            and edge_index.stride() == base.stride() and edge_index.size(1) <= base.size(1))
+    entry = _SORTED.get(_address(edge_index))
+    if entry is None:
+        return False
+    ref, version, columns = entry
+    return ref() is not None and version == edge_index._version and edge_index.size(1) <= columns
 
 
 class Grouping:
