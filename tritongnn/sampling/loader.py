@@ -1018,14 +1018,21 @@ class NeighborLoader:
                 batch.e_id = out.edge
                 for key, (value, dim) in self._edge_attrs.items():
                     batch[key] = value.index_select(dim, out.edge)
-            for key, value in self._graph_attrs.items():
-                batch[key] = value
-            batch.input_id = input_id
-            batch.batch_size = input_id.numel()
-            batch.num_sampled_nodes = out.num_sampled_nodes
-            batch.num_sampled_edges = out.num_sampled_edges
-            batches.append(self.transform(batch) if self.transform is not None else batch)
+            batches.append(self._complete(batch, input_id, out))
         return batches, marks
+
+    def _complete(self, batch: Data, input_id: torch.Tensor, out) -> Data:
+        """``batch`` (its nodes' and edges' tensors set) with the graph
+        attributes and PyG's bookkeeping (``input_id``, ``batch_size``,
+        ``num_sampled_nodes``/``edges`` from the ``SamplerOutput``), then
+        the user's ``transform``."""
+        for key, value in self._graph_attrs.items():
+            batch[key] = value
+        batch.input_id = input_id
+        batch.batch_size = input_id.numel()
+        batch.num_sampled_nodes = out.num_sampled_nodes
+        batch.num_sampled_edges = out.num_sampled_edges
+        return self.transform(batch) if self.transform is not None else batch
 
     def __iter__(self):
         # One pass at a time: two open passes would share the sampler's id

@@ -240,15 +240,9 @@ class BatchPipeline:
             batch.num_nodes = n
         for key, buffer in slot.attrs.items():
             batch[key] = buffer[:n]
-        for key, value in loader._graph_attrs.items():
-            batch[key] = value
-        batch.input_id = input_id
-        batch.batch_size = input_id.numel()
-        batch.num_sampled_nodes = out.num_sampled_nodes
-        batch.num_sampled_edges = out.num_sampled_edges
         slot.handed = True
         loader.times.add_batch(start, sampled, gather_start, gathered)
-        return loader.transform(batch) if loader.transform is not None else batch
+        return loader._complete(batch, input_id, out)
 
     def __iter__(self):
         loader = self.loader
