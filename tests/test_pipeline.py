@@ -14,6 +14,8 @@ from tritongnn.sampling import pipeline
 
 @pytest.fixture
 def replay_on_cpu(monkeypatch):
+    # (off by default: measured slower, pipeline.REPLAY_BATCHES)
+    monkeypatch.setattr(pipeline, "REPLAY_BATCHES", True)
     monkeypatch.setattr(pipeline, "REPLAY_ON_CPU", True)
 
 

@@ -15,11 +15,12 @@ from pinned host memory (``placement="host"``, UVA) for graphs larger than
 the GPU. The next batches are prepared on side CUDA streams while the model
 runs on the current one (sampling on one, the gather and assembly on
 another, so one batch's gather overlaps the next one's sampling); the batch
-handed over is ordered after their work. Where nothing a batch reads
-changes between batches (the common case: ``_replays_batches``), each batch
-is two CUDA graph replays issued by the training loop's own thread a few
-batches ahead (``pipeline.BatchPipeline``); otherwise a producer thread
-builds them (``_Prefetcher``).
+handed over is ordered after their work, built by a producer thread
+(``_Prefetcher``). With ``pipeline.REPLAY_BATCHES`` (off: measured slower
+so far), where nothing a batch reads changes between batches
+(``_replays_batches``), each batch is instead two CUDA graph replays issued
+by the training loop's own thread a few batches ahead
+(``pipeline.BatchPipeline``).
 
 With no GPU the same loader runs on the CPU, through the pure-torch
 references of the kernels.
@@ -170,11 +171,11 @@ class NeighborLoader:
             (and relabels it, with a cache) and the others map it; each GPU
             still builds its own caches. False: every rank builds its own.
             Every rank must pass the same ``data``.
-        prefetch: batches prepared ahead on side streams (GPU only; 0 =
-            prepare each batch when asked): replayed from CUDA graphs by
-            the loop's thread (``sampling.pipeline``, whose buffers a batch
-            views: ``prefetch + 3`` batches' worth, sized by the fanouts'
-            bound), or built by a producer thread. One pass
+        prefetch: batches prepared ahead on side streams by a producer
+            thread (GPU only; 0 = prepare each batch when asked; with
+            ``sampling.pipeline.REPLAY_BATCHES``, replayed from CUDA graphs
+            by the loop's thread into ``prefetch + 3`` slots the batches
+            view, each sized by the fanouts' bound). One pass
             at a time: the loader's sampler, caches and staging serve one
             epoch, so ``iter(loader)`` ends any pass still open (its
             iterator stops; ``zip(loader, loader)`` yields nothing). Each
