@@ -952,7 +952,7 @@ class NeighborLoader:
         (``pipeline.REPLAY_ON_CPU``: tests, on Triton's interpreter)."""
         dynamic = self.cache.dynamic if self.cache is not None else None
         on_cpu = pipeline.REPLAY_ON_CPU and self.device.type == "cpu" and use_triton(self.device)
-        return (pipeline.REPLAY_BATCHES and self.prefetch > 0 and (self.device.type == "cuda" or on_cpu)
+        return (pipeline.REPLAY_BATCHES and self.prefetch > 0
                 and (self.sampler.cuda_graph or on_cpu) and self.super_batch == 1 and self.reorder is None
                 and self.reuse is None and dynamic is None and not self._edge_attrs
                 and all(dim == 0 for _, dim in self._node_attrs.values()))
@@ -1186,13 +1186,7 @@ class _Prefetcher:
                 batch, ready = item
                 # the stream current where this batch is asked for: a loop
                 # may step its model under a stream of its own
-                consumer = torch.cuda.current_stream(self.loader.device)
-                consumer.wait_event(ready)
-                for value in batch.to_dict().values():
-                    if isinstance(value, torch.Tensor) and value.is_cuda:
-                        # freed by the consumer: not reusable by the producer's
-                        # stream before the consumer's work on it is done
-                        value.record_stream(consumer)
+                consumer = pipeline.hand_over(batch, ready, self.loader.device)
                 yield batch
         finally:
             self.stop.set()

@@ -46,6 +46,7 @@ attributes sliced along dim 0 (``NeighborLoader._replays_batches``).
 from __future__ import annotations
 
 import collections
+import contextlib
 
 import torch
 from torch_geometric.data import Data
@@ -72,6 +73,19 @@ REPLAY_ON_CPU = False
 # Slots past ``prefetch + 2`` (the batch the loop holds, the one handed
 # out, ``prefetch`` in flight) for a loop that keeps a batch a step longer.
 SPARE_SLOTS = 1
+
+
+def hand_over(batch: Data, ready, device) -> torch.cuda.Stream:
+    """Order a batch built on the producer's streams (done at ``ready``)
+    before the work of the stream current on ``device``, and keep its
+    tensors from reuse by those streams until that work is done (freed by
+    the loop, not by the streams that made them). Returns that stream."""
+    consumer = torch.cuda.current_stream(device)
+    consumer.wait_event(ready)
+    for value in batch.to_dict().values():
+        if isinstance(value, torch.Tensor) and value.is_cuda:
+            value.record_stream(consumer)
+    return consumer
 
 
 def _use_count(t: torch.Tensor) -> int:
@@ -150,7 +164,7 @@ class BatchPipeline:
             self.stream.wait_stream(self.consumer)
 
     def _stream(self, stream):
-        return torch.cuda.stream(stream) if stream is not None else _no_stream()
+        return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
 
     def _slot(self, batch_size: int) -> _Slot | None:
         """A slot for a batch of ``batch_size`` seeds that no batch in flight
@@ -217,11 +231,7 @@ class BatchPipeline:
         if entry[0] == "built":
             _, batch, ready = entry
             if ready is not None:
-                consumer = torch.cuda.current_stream(loader.device)
-                consumer.wait_event(ready)
-                for value in batch.to_dict().values():
-                    if isinstance(value, torch.Tensor) and value.is_cuda:
-                        value.record_stream(consumer)  # freed by the loop: made on the producer's streams
+                hand_over(batch, ready, loader.device)
             return batch
         _, slot, input_id, marks = entry
         start, sampled, gather_start, gathered = marks
@@ -277,11 +287,3 @@ class BatchPipeline:
                     stream.wait_stream(self.stream)
                     stream.wait_stream(self.gather_stream)
             self.in_flight.clear()
-
-
-class _no_stream:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False

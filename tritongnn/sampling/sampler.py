@@ -293,12 +293,6 @@ class PackedBatch(_CapturedHops):
         if hops:
             self.sizes_host.copy_(self.sizes, non_blocking=True)
 
-    def replay(self, seeds: torch.Tensor, rng: torch.Tensor):
-        """Run the batch on ``seeds`` and ``rng`` (``[L, 1]`` on the CPU),
-        on the current stream; ``outputs`` reads it once that stream has
-        run it."""
-        super().replay(seeds, rng)
-
     def outputs(self) -> tuple[SamplerOutput, torch.Tensor]:
         """The replayed batch as ``NeighborSampler.sample`` returns it, and
         its ``edge_index``: ``node``, ``row``, ``col`` and ``edge_index``
