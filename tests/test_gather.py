@@ -287,6 +287,16 @@ def gpu_tiers(x):
                 previous=torch.stack([x[240], x[499], x[217]]), prev_slot=prev_slot)
 
 
+def host_paths(device, monkeypatch, mapped, first, resolved, seed):
+    """A host table (``host_table``) read with ``HOST_ROWS_FIRST = first``
+    and ``RESOLVED_ROWS = resolved``, and its GPU tiers on ``device``."""
+    from tritongnn.kernels import gather
+    monkeypatch.setattr(gather, "HOST_ROWS_FIRST", first)
+    monkeypatch.setattr(gather, "RESOLVED_ROWS", resolved)
+    x, user, row_map = host_table(device, monkeypatch, mapped, seed)
+    return x, user, row_map, {k: v.to(device) for k, v in gpu_tiers(x).items()}
+
+
 @pytest.mark.parametrize("first,resolved", [(True, False), (False, False), (True, True), (False, True)])
 @pytest.mark.parametrize("mapped", [False, True])
 def test_gather_host_rows_first(device, monkeypatch, mapped, first, resolved):
@@ -297,13 +307,9 @@ def test_gather_host_rows_first(device, monkeypatch, mapped, first, resolved):
     # order. RESOLVED_ROWS: passes of host rows only (host rows first, or no
     # GPU tier at all) read them at the sorted rows. On the CPU the table is
     # made to count as another device's; every tier is in play.
-    from tritongnn.kernels import gather
-    monkeypatch.setattr(gather, "HOST_ROWS_FIRST", first)
-    monkeypatch.setattr(gather, "RESOLVED_ROWS", resolved)
-    x, user, row_map = host_table(device, monkeypatch, mapped, 2)
+    x, user, row_map, on = host_paths(device, monkeypatch, mapped, first, resolved, 2)
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 500, (2000,), generator=g)
-    on = {k: v.to(device) for k, v in gpu_tiers(x).items()}
     for num_hot in (0, 1, 200, 499, 500):
         out = torch.full((2000, 40), 3.0, device=device)
         gather_rows(user, ids.to(device), out, hot=x[:num_hot].to(device), num_hot=num_hot,
@@ -474,11 +480,7 @@ def test_gather_count_with_host_rows(device, monkeypatch, mapped, first, resolve
     # table, GPU tiers, each pass bounded by _cold_first_order's bounds),
     # all rows from the host at their sorted rows, or one pass in host
     # order; the positions past count sort last and no pass visits them
-    from tritongnn.kernels import gather
-    monkeypatch.setattr(gather, "HOST_ROWS_FIRST", first)
-    monkeypatch.setattr(gather, "RESOLVED_ROWS", resolved)
-    x, user, row_map = host_table(device, monkeypatch, mapped, 9)
-    on = {k: v.to(device) for k, v in gpu_tiers(x).items()}
+    x, user, row_map, on = host_paths(device, monkeypatch, mapped, first, resolved, 9)
     prev_only = torch.full((500,), -1, dtype=torch.int32)
     prev_only[torch.tensor([217, 240, 499])] = torch.tensor([2, 0, 1], dtype=torch.int32)
     cases = [(0, {}, 0), (1, {}, 0), (200, on, 0), (200, on, 100), (200, {}, 300), (0, {}, 150), (500, {}, 0),

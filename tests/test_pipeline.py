@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from test_loader import random_data
+from test_super_batch import assert_same_batches
 from tritongnn import NeighborLoader
 from tritongnn.kernels.aggregate import _known_sorted
 from tritongnn.sampling import pipeline
@@ -22,18 +23,6 @@ def replay_on_cpu(monkeypatch):
 def batches(loader):
     """A pass's batches, copied (a replayed batch kept would hold its slot)."""
     return [batch.clone().to("cpu") for batch in loader]
-
-
-def assert_same_batches(got, want):
-    assert len(got) == len(want)
-    for a, b in zip(got, want):
-        assert sorted(a.keys()) == sorted(b.keys())
-        for key in b.keys():
-            va, vb = a[key], b[key]
-            if isinstance(vb, torch.Tensor):
-                assert va.dtype == vb.dtype and torch.equal(va.cpu(), vb.cpu()), key
-            else:
-                assert va == vb, key
 
 
 def loaders(monkeypatch, data, device, num_neighbors=(4, 3), batch_size=37, **kwargs):

@@ -264,12 +264,17 @@ def epoch_batches(loader):
 
 
 def assert_same_batches(base, other):
+    """The same batches: the same keys, tensors of the same dtype and
+    values (on any device), other values equal."""
     assert len(base) == len(other)
     for a, b in zip(base, other):
         assert set(a.keys()) == set(b.keys())
         for key in a.keys():
             x, y = a[key], b[key]
-            assert (torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y), key
+            if isinstance(x, torch.Tensor):
+                assert x.dtype == y.dtype and torch.equal(x.cpu(), y.cpu()), key
+            else:
+                assert x == y, key
 
 
 _PLAIN = {}
