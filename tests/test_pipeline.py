@@ -116,3 +116,10 @@ def test_a_hop_that_syncs_keeps_the_producer(monkeypatch, replay_on_cpu):
     want = produced_pass(monkeypatch, produced)
     assert_same_batches(batches(replayed), want)
     assert replayed._slots_failed[37] and not replayed._slots.get(37)
+
+
+@pytest.mark.parametrize("batch_size", [0, -3, 2.5, True, "8"])
+def test_packed_batch_refuses_a_bad_batch_size(replay_on_cpu, batch_size):
+    loader = NeighborLoader(random_data(), [4, 3], batch_size=37, device="cpu")
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        loader.sampler.packed_batch(batch_size)

@@ -66,7 +66,7 @@ import threading
 import torch
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
-from .._checks import check_ids_in_range
+from .._checks import check_ids_in_range, check_positive_int
 from ..graph import CSCGraph
 from ..host_memory import pinned_empty
 from ..kernels import IdMap, draw_seeds, pack_prefixes, sample_neighbors
@@ -519,6 +519,7 @@ class NeighborSampler:
         syncs (fanout -1, a frontier past ``_SYNC_ABOVE``), more id-map keys
         than ``_GRAPH_KEYS_MAX``, ``return_eid``, captures off
         (``cuda_graph=False``), or a CPU without Triton's interpreter."""
+        check_positive_int("batch_size", batch_size)
         keys = self._keys_bound(batch_size)
         capturable = self.cuda_graph or (self.device.type == "cpu" and use_triton(self.device))
         if not capturable or self.return_eid or not 0 < keys <= _GRAPH_KEYS_MAX:
