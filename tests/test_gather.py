@@ -257,6 +257,13 @@ def test_gather_persistent_grid(monkeypatch):
         out = torch.zeros(2000, 40)
         gather_rows(x, ids, out, hot=x[:num_hot].clone(), num_hot=num_hot)
         assert_bits_equal(out, x[ids])
+    # a gather whose length the device holds (a replayed batch's): on a GPU
+    # a persistent grid walks the count's rows, not a grid over all ids
+    count = torch.tensor([1234])
+    out = torch.full((2000, 40), 7.0)
+    gather_rows(x, ids, out, count=count)
+    assert_bits_equal(out[:1234], x[ids[:1234]])
+    assert bool((out[1234:] == 7.0).all())  # past the count: left as they were
 
 
 def host_table(device, monkeypatch, mapped, seed):
@@ -269,8 +276,8 @@ def host_table(device, monkeypatch, mapped, seed):
     user, row_map = in_other_ids(x, mapped, seed + 1)
     if device.type == "cpu":
         monkeypatch.setattr(gather, "_reads_host", lambda *args: True)
-        monkeypatch.setattr(gather, "_num_programs", lambda n, rows, from_host, device: 3 if from_host
-                            else -(-n // rows))
+        monkeypatch.setattr(gather, "_num_programs", lambda n, rows, from_host, device, bounded=False:
+                            3 if from_host or bounded else -(-n // rows))
     else:
         user = user.pin_memory()
     return x, user, row_map

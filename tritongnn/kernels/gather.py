@@ -175,12 +175,24 @@ def _launch_settings(row_bytes: int, elem: int, from_host: bool) -> tuple[int, i
 UVA_SMS_PER_PROGRAM = 4
 
 
-def _num_programs(n: int, block_rows: int, from_host: bool, device: torch.device) -> int:
+# A pass from GPU memory whose length the device holds (``count``, or a
+# split of the sorted order) runs a persistent grid of this many programs
+# per multiprocessor: its ids are sized by a bound (a replayed batch's
+# ``node`` buffer: 7.3x10^6 slots at papers100M scale for ~3x10^6 nodes),
+# and a grid over the bound spent ~0.3 ms a batch launching blocks that
+# exit at once (1.09 against 0.78 ms of gather kernel a batch,
+# bench/results/README.md, twenty-sixth session).
+BOUNDED_PROGRAMS_PER_SM = 8
+
+
+def _num_programs(n: int, block_rows: int, from_host: bool, device: torch.device, bounded: bool = False) -> int:
     blocks = triton.cdiv(n, block_rows)
-    if not from_host or device.type != "cuda":
+    if device.type != "cuda" or not (from_host or bounded):
         return blocks
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    return max(1, min(blocks, sms // UVA_SMS_PER_PROGRAM))
+    if from_host:
+        return max(1, min(blocks, sms // UVA_SMS_PER_PROGRAM))
+    return max(1, min(blocks, sms * BOUNDED_PROGRAMS_PER_SM))
 
 
 # True: cached and host rows in separate launches, the host's first
@@ -480,7 +492,7 @@ def gather_rows(
         block_rows, block_d, num_warps = _launch_settings(table.size(1) * table.element_size(),
                                                           table.element_size(), uva)
         resolved = rows is not None
-        _gather_kernel[(_num_programs(n, block_rows, uva, device),)](
+        _gather_kernel[(_num_programs(n, block_rows, uva, device, bounds is not None),)](
             hot, host, dynamic, slot, previous, prev_slot, rows if resolved else ids, row_map, order,
             bounds if bounds is not None else ids, out, n, num_hot, triton.cdiv(n, block_rows), table.size(1),
             hot.stride(0), host.stride(0), dynamic.stride(0), previous.stride(0), out.stride(0),
