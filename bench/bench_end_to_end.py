@@ -63,7 +63,10 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   time of the loader's phases in each thread (sampling, its sizes sync,
   assembly, the gather's launch, the stats). A step
   bound by the host pays for the producer's Python too: the two threads
-  share one interpreter lock.
+  share one interpreter lock. With ``--threads-loaders``, each keyword set
+  in turn; where it replays batches (``pipeline.REPLAY_BATCHES``), the
+  pipeline's two calls on the training thread are timed (``replay
+  (launch)``, ``hand out``) and profiled in the last pass instead.
 * ``host``: the host's share of a step, switched off and on in one run: the
   recommended configuration at each budget, and the model alone, with the
   aggregation checking every layer's edge order (a host sync each,
@@ -233,6 +236,9 @@ def parse_args():
     p.add_argument("--profile-alone", action="store_true",
                    help="with --parts profile: also profile the model alone on 8 prepared batches")
     p.add_argument("--threads-top", type=int, default=25, help="with --parts threads: functions listed per thread")
+    p.add_argument("--threads-loaders", nargs="+", default=["{}"],
+                   help="with --parts threads: loader keyword sets (JSON) added to the recommended one, each "
+                        "timed in turn; a key \"module.NAME\" sets a tritongnn constant, as --host-loaders")
     p.add_argument("--profile-loaders", nargs="+", default=["{}"],
                    help="with --parts profile: loader keyword sets (JSON) added to the recommended one, "
                         "each profiled in turn; a key \"module.NAME\" sets a tritongnn constant, as --host-loaders")
@@ -1069,31 +1075,43 @@ def thread_times(args, data, graph, all_bytes, device):
     loader_module = importlib.import_module("tritongnn.sampling.loader")
     sampler_module = importlib.import_module("tritongnn.sampling.sampler")
     dual_module = importlib.import_module("tritongnn.cache.dual")
+    pipeline_module = importlib.import_module("tritongnn.sampling.pipeline")
     produce = loader_module._Prefetcher._produce
     # each phase's CPU and wall seconds per thread: wall minus CPU is time
     # blocked (the interpreter lock, or a sync that does not spin)
     phases = collections.defaultdict(lambda: [0.0, 0.0])
     timed = [(sampler_module.NeighborSampler, "sample", "sample (all)"), (sampler_module, "host_list", "sizes sync"),
              (loader_module.NeighborLoader, "_assemble", "assemble (all)"), (loader_module, "gather_rows", "gather_rows"),
-             (dual_module.CacheStats, "record", "stats.record")]
+             (dual_module.CacheStats, "record", "stats.record"),
+             # the replayed path (REPLAY_BATCHES), on the training thread
+             (pipeline_module.BatchPipeline, "_launch", "replay (launch)"),
+             (pipeline_module.BatchPipeline, "_hand_out", "hand out")]
     kept = [(owner, name, getattr(owner, name)) for owner, name, _ in timed]
+    in_pipeline = None  # the last pass's cProfile of the pipeline's calls (replayed path)
 
     def phase_timer(fn, key):
         def call(*a, **k):
             cpu, wall = time.thread_time(), time.perf_counter()
+            profiled = in_pipeline is not None and key in ("replay (launch)", "hand out")
+            if profiled:
+                in_pipeline.enable()
             try:
                 return fn(*a, **k)
             finally:
+                if profiled:
+                    in_pipeline.disable()
                 who = "training" if threading.current_thread() is threading.main_thread() else "producer"
                 entry = phases[(who, key)]
                 entry[0] += time.thread_time() - cpu
                 entry[1] += time.perf_counter() - wall
         return call
-    for budget_gb in args.budgets_gb:
+    for (added, constants), budget_gb in itertools.product(keyword_sets(args.threads_loaders), args.budgets_gb):
+        restore = set_constants(constants)
         loader = our_loader(data, graph, args, device,
-                            **{**RECOMMENDED, "cache_budget": budget_bytes(budget_gb, all_bytes)})
+                            **{**RECOMMENDED, "cache_budget": budget_bytes(budget_gb, all_bytes), **added})
         model, optimizer = make_model("sage", "tritongnn", args, device)
         producer = {}
+        replayed = loader._replays_batches()
 
         def timed_produce(self, profiler=None):
             start, enabled = time.thread_time(), False
@@ -1113,8 +1131,11 @@ def thread_times(args, data, graph, all_bytes, device):
         passes = max(2, args.epochs) + 1  # a warm-up pass, timed passes, one more under cProfile
         for epoch in range(passes):
             producer.clear()  # no producer thread on a CPU, or with prefetch=0
-            # cProfile in the producer only: Python 3.12 allows one profiler a process
+            # cProfile in the producer only (Python 3.12 allows one profiler a
+            # process), or, replayed, in the pipeline's two calls
             profiler = cProfile.Profile() if epoch == passes - 1 else None
+            if replayed:
+                profiler, in_pipeline = None, profiler
             loader_module._Prefetcher._produce = (lambda self, p=profiler: timed_produce(self, p))
             phases.clear()
             for (owner, name, fn), (_, _, key) in zip(kept, timed):
@@ -1131,10 +1152,14 @@ def thread_times(args, data, graph, all_bytes, device):
                 loader_module._Prefetcher._produce = produce
                 for owner, name, fn in kept:
                     setattr(owner, name, fn)
+            pipeline_profile, in_pipeline = in_pipeline, None
             if epoch == 0:
                 continue  # the warm-up pass
-            tag = f"{budget_gb:g} GB" if budget_gb else "no budget"
-            print(f"threads [{tag}]{' (producer under cProfile)' if profiler else ''}: {steps} batches, "
+            tag = (f"{budget_gb:g} GB" if budget_gb else "no budget") + (f", {added}" if added else "") + \
+                (f", {constants}" if constants else "") + (", replayed" if replayed else "")
+            under = " (producer under cProfile)" if profiler else " (pipeline under cProfile)" \
+                if pipeline_profile else ""
+            print(f"threads [{tag}]{under}: {steps} batches, "
                   f"{1e3 * wall / steps:.2f} ms a batch, training thread {1e3 * cpu / steps:.2f} ms CPU, "
                   f"producer thread {1e3 * producer.get('cpu', 0.0) / steps:.2f} ms CPU", flush=True)
             for (who, key), (cpu_s, wall_s) in sorted(phases.items()):
@@ -1144,7 +1169,12 @@ def thread_times(args, data, graph, all_bytes, device):
                 text = io.StringIO()
                 pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.threads_top)
                 print(f"--- producer thread, a pass of {steps} batches ---\n" + text.getvalue(), flush=True)
+            if pipeline_profile is not None:
+                text = io.StringIO()
+                pstats.Stats(pipeline_profile, stream=text).sort_stats("tottime").print_stats(args.threads_top)
+                print(f"--- the pipeline's calls, a pass of {steps} batches ---\n" + text.getvalue(), flush=True)
         del loader, model, optimizer
+        restore()
         gc.collect()
 
 
