@@ -1173,7 +1173,19 @@ def thread_times(args, data, graph, all_bytes, device):
                 text = io.StringIO()
                 pstats.Stats(pipeline_profile, stream=text).sort_stats("tottime").print_stats(args.threads_top)
                 print(f"--- the pipeline's calls, a pass of {steps} batches ---\n" + text.getvalue(), flush=True)
-        del loader, model, optimizer
+        # the model alone on 8 of the loader's batches, prepared: the same
+        # wall and training-thread CPU per step (CPU near wall: bound by the
+        # host; wall well past CPU: waiting, for the GPU or the lock)
+        prepared = [batch for batch, _ in zip(loader, range(8))]
+        sync(device)
+        wall, cpu = time.perf_counter(), time.thread_time()
+        for i in range(steps):
+            train_step(model, optimizer, prepared[i % len(prepared)], trim=True)
+        sync(device)
+        wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+        print(f"threads [{tag}] the model alone on 8 prepared batches: {1e3 * wall / steps:.2f} ms a step, "
+              f"training thread {1e3 * cpu / steps:.2f} ms CPU", flush=True)
+        del loader, model, optimizer, prepared
         restore()
         gc.collect()
 

@@ -18,8 +18,8 @@ the loader's (``n_id`` through the cache's order, ``x`` through the tiers of
 ``gather_rows`` with the node count read on the device, each node attribute
 by ``index_select``), both writing buffers of the slot's own. Asked for
 batch ``i``, the pipeline replays batch ``i + prefetch`` into a free slot
-(the sampling graph on the loader's sampling stream, the gather graph on its
-gather stream, so one batch's gather overlaps the next one's sampling), then
+(the sampling graph, then the gather graph, on the loader's sampling
+stream), then
 waits for batch ``i``'s sampling graph (long done: it was replayed
 ``prefetch`` steps ago), reads its sizes and hands out views of the slot's
 buffers, the loop's stream ordered after the gather graph.
@@ -210,21 +210,22 @@ class BatchPipeline:
                 ready.record(self.gather_stream)
             self.in_flight.append(("built", batch, ready))
             return
-        times = loader.times
+        times, stream = loader.times, self.stream
         rng = loader.sampler._draw_rng(loader.generator)  # drawn in batch order, as the producer draws them
-        with self._stream(self.stream):
+        # both graphs on the sampling stream, one after the other: the
+        # loader's GPU work is a fraction of a step's, so nothing is gained
+        # by overlapping a batch's gather with the next one's sampling, and
+        # each stream switch, wait and event is host time of the loop's own
+        # thread (the timing's gather span starts where sampling ends)
+        with self._stream(stream):
             if self.cuda:
-                self.stream.wait_event(slot.free)  # (a no-op before its first record)
-            start = times.mark()
+                stream.wait_event(slot.free)  # (a no-op before its first record)
+            start = times.mark(stream)
             slot.packed.replay(loader._seeds[input_id], rng)
-            sampled = times.mark()
-        with self._stream(self.gather_stream):
-            if self.cuda:
-                self.gather_stream.wait_event(sampled)
-            gather_start = times.mark()
+            sampled = times.mark(stream)
             slot.replay_gather()
-            gathered = times.mark()
-        self.in_flight.append(("slot", slot, input_id, (start, sampled, gather_start, gathered)))
+            gathered = times.mark(stream)
+        self.in_flight.append(("slot", slot, input_id, (start, sampled, sampled, gathered)))
 
     def _hand_out(self, entry) -> Data:
         loader = self.loader
@@ -243,6 +244,8 @@ class BatchPipeline:
         if stats is not None:
             # counted on the gather stream, where the producer's path counts
             # (one stream adds to the counters), the loop ordered after it
+            if self.cuda:
+                self.gather_stream.wait_event(gathered)
             with self._stream(self.gather_stream):
                 stats.record(out.node, out.col, out.num_sampled_nodes, loader._num_feature,
                              loader._num_adjacency)

@@ -39,11 +39,13 @@ class StageTimes:
             self.model = self.wait = 0.0
             self._marks: list[tuple] = []  # (start, sampled, gather start, gathered, shares) per batch not yet summed
 
-    def mark(self):
-        """A point in the work of the loader's GPU's current stream (an event) or in wall time."""
+    def mark(self, stream: torch.cuda.Stream | None = None):
+        """A point in the work of ``stream`` (None: the loader's GPU's
+        current stream) as an event, or in wall time."""
         if self.cuda:
             event = torch.cuda.Event(enable_timing=True)
-            event.record(torch.cuda.current_stream(self.device))  # the loader's GPU, whichever is current
+            # the loader's GPU, whichever is current (a stream given: no lookup)
+            event.record(stream if stream is not None else torch.cuda.current_stream(self.device))
             return event
         return time.perf_counter()
 
