@@ -183,16 +183,25 @@ UVA_SMS_PER_PROGRAM = 4
 # exit at once (1.09 against 0.78 ms of gather kernel a batch,
 # bench/results/README.md, twenty-sixth session).
 BOUNDED_PROGRAMS_PER_SM = 8
+# Every pass from GPU memory capped at this many programs a multiprocessor
+# (None: a grid over its blocks, or the bound's cap above). An experiment,
+# timed by bench_end_to_end.py --host-loaders: a loader's gather runs beside
+# the model's kernels, and a grid over all blocks takes every SM until it
+# drains; a few programs an SM leave the others to the model.
+PROGRAMS_PER_SM: int | None = None
 
 
 def _num_programs(n: int, block_rows: int, from_host: bool, device: torch.device, bounded: bool = False) -> int:
     blocks = triton.cdiv(n, block_rows)
-    if device.type != "cuda" or not (from_host or bounded):
+    if device.type != "cuda":
         return blocks
-    sms = torch.cuda.get_device_properties(device).multi_processor_count
     if from_host:
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
         return max(1, min(blocks, sms // UVA_SMS_PER_PROGRAM))
-    return max(1, min(blocks, sms * BOUNDED_PROGRAMS_PER_SM))
+    cap = PROGRAMS_PER_SM if PROGRAMS_PER_SM is not None else BOUNDED_PROGRAMS_PER_SM if bounded else None
+    if cap is None:
+        return blocks
+    return max(1, min(blocks, torch.cuda.get_device_properties(device).multi_processor_count * cap))
 
 
 # True: cached and host rows in separate launches, the host's first
