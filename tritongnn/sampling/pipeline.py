@@ -8,8 +8,7 @@ Python a batch sampling, gathering and assembling it, takes that time from
 the loop (one interpreter lock): an epoch took 1.5-1.6x the model alone on
 the same batches. Here a batch is two graph replays and a few views, issued
 by the loop's thread itself a few batches ahead, with no producer thread.
-Measured so far it was slower, not faster (``REPLAY_BATCHES``): off by
-default.
+Measured so far it is no faster (``REPLAY_BATCHES``): off by default.
 
 How: a ring of slots, each a ``PackedBatch`` (the sampler's graph: the
 hops, then the batch's ``node`` and edges packed into buffers sized by the
@@ -58,13 +57,15 @@ from .sampler import capture
 
 # Whether the loader replays batches where it can (``NeighborLoader``).
 # Off: on the H200 at ogbn-papers100M scale with no budget (GraphSAGE,
-# whole passes, bench/results/README.md, twenty-fifth session) it was
-# slower than the producer thread in both runs: 1.10-1.12 s an epoch
-# against 0.97 at 91db3f9 (1.22-1.46 against 1.01 at 9aaf619, before
-# trim_to_layer's slices of its edge_index kept their sorted mark), the
-# loop's own steps longer (0.98-1.02 s of them against 0.92) and 0.5 ms a
-# batch in ``next`` (against 0.15). Where that goes is not profiled yet.
-# The benchmark switches it on (``--host-loaders``).
+# whole passes, bench/results/README.md) it was slower than the producer
+# thread at first (1.10-1.12 s an epoch against 0.97 at 91db3f9); the
+# profile then found its gather launched over the node buffer's bound
+# (0.3 ms a batch, now a persistent grid) and its launch spent host time on
+# stream switches and lookups. At 960f27b the two are level within a
+# call's spread (1.00-1.04 s against 0.94-1.05): the loop's own steps as
+# short as with the producer, but 0.5 ms a batch in ``next`` (the sampling
+# graph's launch, the ``Data``) against the producer's 0.15. The benchmark
+# switches it on (``--host-loaders``).
 REPLAY_BATCHES = False
 # Replay on a CPU too, each "replay" run eagerly into the slot's buffers:
 # for the tests, under Triton's interpreter (the loader's CPU path is
