@@ -4,8 +4,8 @@ Two panels against the GPU budget: feature and adjacency hit rates, and
 seconds per epoch (training where the budget was trained, and the loader
 alone), one line per policy and run (the CSV's ``commit``; at each budget
 that run's latest row): points of different runs are never joined. The
-runs drawn: those named, else the CSV's last. Needs matplotlib (not a
-dependency of the package: ``pip install matplotlib``).
+runs drawn: those named, else the CSV's last. Needs matplotlib (the test extra's, not
+a dependency of the package: ``pip install -e ".[test]"``).
 
 Usage::
 

@@ -108,8 +108,9 @@ def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
     assert parts == {"ablation", "models", "alone", "accuracy", "scaling", "gather_order", "host"}
     assert stdout.count("Self CPU time total") == 4  # a profile per budget and keyword set
     assert stdout.count("steps of the model alone on 8 prepared batches") == 4  # --profile-alone, after each
-    # threads: a timed pass and a profiled one per budget (no producer thread on a CPU)
-    assert stdout.count("threads [") == 4 and "producer thread 0.00 ms CPU" in stdout
+    # threads: a timed pass, a profiled one and the model alone per budget (no producer thread on a CPU)
+    assert stdout.count("threads [") == 6 and "producer thread 0.00 ms CPU" in stdout
+    assert stdout.count("] the model alone on 8 prepared batches: ") == 2
     assert stdout.count("loader keywords {'super_batch': 2, 'reuse': 'group'}") == 2
     host = [r for r in record["rows"] if r["part"] == "host"]
     assert len(host) == 5 * 3  # each setting: two budgets and the model alone
