@@ -180,14 +180,20 @@ UVA_SMS_PER_PROGRAM = 4
 # per multiprocessor: its ids are sized by a bound (a replayed batch's
 # ``node`` buffer: 7.3x10^6 slots at papers100M scale for ~3x10^6 nodes),
 # and a grid over the bound spent ~0.3 ms a batch launching blocks that
-# exit at once (1.09 against 0.78 ms of gather kernel a batch,
-# bench/results/README.md, twenty-sixth session).
+# exit at once (1.09 against 0.78 ms of gather kernel a batch, profiled).
+# Measured on the H200 (bench/bench_gather_bounded.py, 3x10^6 of 7.3x10^6
+# ids): exact launch 0.750 ms, grid over the bound 1.077, 8 an SM 0.782
+# (16 and 32: 0.79; 4: 0.96; 2: 1.50); within 4-5 % of the exact launch at
+# 10^6 ids and at the whole bound too.
 BOUNDED_PROGRAMS_PER_SM = 8
 # Every pass from GPU memory capped at this many programs a multiprocessor
 # (None: a grid over its blocks, or the bound's cap above). An experiment,
 # timed by bench_end_to_end.py --host-loaders: a loader's gather runs beside
 # the model's kernels, and a grid over all blocks takes every SM until it
-# drains; a few programs an SM leave the others to the model.
+# drains; a few programs an SM leave the others to the model. Measured at
+# papers100M scale with no budget (bench/results/README.md, twenty-sixth
+# session): 1, 2 or 4 an SM no faster than None (epoch over the model
+# alone 1.18-1.35x against 1.18x), so it stays None.
 PROGRAMS_PER_SM: int | None = None
 
 
