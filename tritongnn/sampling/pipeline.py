@@ -18,10 +18,9 @@ the loader's (``n_id`` through the cache's order, ``x`` through the tiers of
 by ``index_select``), both writing buffers of the slot's own. Asked for
 batch ``i``, the pipeline replays batch ``i + prefetch`` into a free slot
 (the sampling graph, then the gather graph, on the loader's sampling
-stream), then
-waits for batch ``i``'s sampling graph (long done: it was replayed
-``prefetch`` steps ago), reads its sizes and hands out views of the slot's
-buffers, the loop's stream ordered after the gather graph.
+stream), then waits for batch ``i``'s sampling graph (long done: it was
+replayed ``prefetch`` steps ago), reads its sizes and hands out views of
+the slot's buffers, the loop's stream ordered after the gather graph.
 
 A slot is free once nothing outside the pipeline holds a tensor viewing
 its buffers (their storages' use counts, not the batch objects: a view of a
