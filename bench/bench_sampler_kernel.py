@@ -16,6 +16,16 @@ foundation kernel's (same seed); a method whose check fails gets no rate.
 
 Each row also gives the frontier's mix: full nodes (degree <= fanout),
 staged random nodes (fanout < degree <= d_max) and hubs (degree > d_max).
+Each hop also times a floor (``--floor``, on by default): a kernel that
+only reads what any exact sampler of these edges must read from memory,
+each frontier node's row bounds (``indptr[v]``, ``indptr[v + 1]``) and
+each sampled edge's neighbour id at its CSC position (the foundation's own
+``eid``, so the very sectors it picks from), and writes them: no random
+numbers, no classification, one load per edge in flight. A sampler that
+draws these edges reads at least those sectors, so foundation / floor
+bounds any method's speedup on that hop from reading memory more cleverly
+(GARDEN's staging reads whole rows: the same sectors or more).
+
 The foundation kernel is also timed at the grouped kernel's small tiles
 (``--foundation-block-nodes``, 16 and 32 nodes a program against its 128-256;
 48-80 registers at fanout 15 against 158, ``bench/kernel_registers.py``), so that a
@@ -32,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import sys
 import time
@@ -55,6 +66,8 @@ def parse_args():
     parser.add_argument("--foundation-block-nodes", type=int, nargs="*", default=[16, 32],
                         help="also time the foundation kernel at these tile heights (its default: 128-256)")
     parser.add_argument("--replace", action="store_true")
+    parser.add_argument("--floor", type=int, default=1, choices=[0, 1],
+                        help="also time the reads alone (module docstring); 0: not")
     parser.add_argument("--placements", nargs="+", default=["device", "host"], choices=["device", "host"])
     parser.add_argument("--out", default=None, help="append the record to this JSON file")
     parser.add_argument("--commit", default=None)
@@ -131,6 +144,40 @@ def foundation_block_nodes(block_nodes):
         sample_module._launch_settings = saved
 
 
+@functools.cache
+def floor_kernel():
+    """The floor's Triton kernel, defined once the interpreter switch is set
+    (``main``: ``triton.jit`` reads it when it decorates)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def kernel(indptr, indices, frontier, eid, degree, out, n, e, BLOCK: tl.constexpr):
+        o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        m_n = o < n  # the frontier's row bounds
+        v = tl.load(frontier + o, mask=m_n, other=0)
+        start = tl.load(indptr + v, mask=m_n, other=0)
+        end = tl.load(indptr + v + 1, mask=m_n, other=0)
+        tl.store(degree + o, end - start, mask=m_n)
+        m_e = o < e  # the picks, at the CSC positions the foundation drew
+        p = tl.load(eid + o, mask=m_e, other=0)
+        tl.store(out + o, tl.load(indices + p, mask=m_e, other=0), mask=m_e)
+    return kernel
+
+
+def picks_floor(indptr, indices, frontier, eid, num_edges):
+    """The floor (module docstring): ``(degree, neighbours)``, each frontier
+    node's degree and ``indices[eid[:num_edges]]``, in one launch of a
+    program per block of nodes and edges."""
+    import triton
+    n, e, block = frontier.numel(), num_edges, 1024
+    degree = torch.empty(n, dtype=indptr.dtype, device=frontier.device)
+    out = torch.empty(e, dtype=indices.dtype, device=frontier.device)
+    floor_kernel()[(triton.cdiv(max(n, e, 1), block),)](indptr, indices, frontier, eid, degree, out, n, e,
+                                                         BLOCK=block)
+    return degree, out
+
+
 def bench_graph(name, graph, args, device, rows):
     from tritongnn.kernels import sample_neighbors
     seeds = torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(0))[:args.batch_size]
@@ -185,6 +232,25 @@ def bench_graph(name, graph, args, device, rows):
                       f"edges {e:9d} | {label:24s} cold {cold:8.3f} ms {e / cold / 1e3:8.1f} M/s "
                       f"x{base[0] / cold:5.2f} | warm {warm:8.3f} ms x{base[1] / warm:5.2f}"
                       f"{'' if correct else '  WRONG EDGES'}{mix}", flush=True)
+            if args.floor:
+                eid = ref[2]
+                degree, got = picks_floor(g.indptr, g.indices, frontier, eid, e)
+                at = g.indptr.device  # checked where the graph lives (pinned host memory through UVA)
+                f = frontier.to(at)
+                correct = torch.equal(degree.to(at), g.indptr[f + 1] - g.indptr[f]) \
+                    and torch.equal(got.to(at), g.indices[eid.to(at)])
+                del degree, got
+                cold, warm = timed(lambda: picks_floor(g.indptr, g.indices, frontier, eid, e), device) \
+                    if correct else (float("nan"),) * 2
+                rows.append(dict(graph=name, placement=placement, hop=hop + 1, fanout=fanout, frontier=n, edges=e,
+                                 method="floor", d_max=None, foundation_block_nodes=None, full_nodes=full,
+                                 ms_cold=cold, ms_warm=warm, medges_per_s_cold=e / cold / 1e3,
+                                 medges_per_s_warm=e / warm / 1e3, speedup_cold=base[0] / cold,
+                                 speedup_warm=base[1] / warm, correct=correct))
+                print(f"{name:9s} {placement:6s} hop {hop + 1} fanout {fanout:2d} frontier {n:8d} "
+                      f"edges {e:9d} | {'floor: the reads alone':24s} cold {cold:8.3f} ms {e / cold / 1e3:8.1f} "
+                      f"M/s x{base[0] / cold:5.2f} | warm {warm:8.3f} ms x{base[1] / warm:5.2f}"
+                      f"{'' if correct else '  WRONG READS'}", flush=True)
 
 
 def main():

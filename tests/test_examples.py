@@ -84,6 +84,9 @@ def test_benchmark_scripts_run_on_the_cpu(tmp_path, script, args):
         for row in record["rows"]:
             kernels = row["kernels_ms_per_batch"]
             assert 0 < len(kernels["top"]) <= 5 and kernels["total"] >= sum(kernels["top"].values()) > 0
+    if script == "bench_sampler_kernel.py":  # each hop's floor (the reads alone), its reads checked
+        floors = [r for r in record["rows"] if r["method"] == "floor"]
+        assert len(floors) == 3 and all(r["correct"] and r["ms_cold"] > 0 for r in floors)
     if "--direct-max-gb" in args:  # the sampler's limits, as set, in the record's settings
         settings = record["settings"]
         assert (settings["sync_above_log2"], settings["graph_keys_max_log2"], settings["direct_max_gb"]) == (30, 30, 0)
