@@ -23,8 +23,11 @@ each sampled edge's neighbour id at its CSC position (the foundation's own
 ``eid``, so the very sectors it picks from), and writes them: no random
 numbers, no classification, one load per edge in flight. A sampler that
 draws these edges reads at least those sectors, so foundation / floor
-bounds any method's speedup on that hop from reading memory more cleverly
-(GARDEN's staging reads whole rows: the same sectors or more).
+bounds, roughly, any method's speedup on that hop from reading memory more
+cleverly (GARDEN's staging reads whole rows: the same sectors or more).
+Roughly: the floor reads the positions (8 coalesced bytes an edge) that a
+sampler computes, and writes 4-8 bytes an edge where the samplers here
+write 24 (source, target and position).
 
 The foundation kernel is also timed at the grouped kernel's small tiles
 (``--foundation-block-nodes``, 16 and 32 nodes a program against its 128-256;
