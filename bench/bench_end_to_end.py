@@ -1176,7 +1176,7 @@ def thread_times(args, data, graph, all_bytes, device):
         # the model alone on 8 of the loader's batches, prepared: the same
         # wall and training-thread CPU per step (CPU near wall: bound by the
         # host; wall well past CPU: waiting, for the GPU or the lock)
-        prepared = [batch for batch, _ in zip(loader, range(8))]
+        prepared = list(itertools.islice(loader, 8))
         sync(device)
         wall, cpu = time.perf_counter(), time.thread_time()
         for i in range(steps):
