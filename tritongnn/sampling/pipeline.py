@@ -73,6 +73,17 @@ REPLAY_ON_CPU = False
 # Slots past ``prefetch + 2`` (the batch the loop holds, the one handed
 # out, ``prefetch`` in flight) for a loop that keeps a batch a step longer.
 SPARE_SLOTS = 1
+# Replay on the stream current where a batch is asked for (the loop's), in
+# order with the model's kernels, instead of on the loader's sampling
+# stream beside them. An experiment, not yet measured: on its own stream a
+# batch's ~2 ms of sampling and gather kernels is queued at the start of a
+# step and runs beside that step's forward, slowing the model's kernels
+# (the replayed loop's steps spent ~1 ms a step more of CPU than the
+# producer's, twenty-sixth session, as if spinning in the step's sync);
+# in order it runs alone, in the GPU's idle time of a step bound by the
+# host (~2 ms of 5 with the model alone), and the model's kernels queue
+# behind it. Off: the benchmark switches it on (``--host-loaders``).
+ON_LOOP_STREAM = False
 
 
 def hand_over(batch: Data, ready, device) -> torch.cuda.Stream:
@@ -210,7 +221,8 @@ class BatchPipeline:
                 ready.record(self.gather_stream)
             self.in_flight.append(("built", batch, ready))
             return
-        times, stream = loader.times, self.stream
+        times = loader.times
+        stream = torch.cuda.current_stream(loader.device) if self.cuda and ON_LOOP_STREAM else self.stream
         rng = loader.sampler._draw_rng(loader.generator)  # drawn in batch order, as the producer draws them
         # both graphs on the sampling stream, one after the other: the
         # loader's GPU work is a fraction of a step's, so nothing is gained
