@@ -165,6 +165,9 @@ class BatchPipeline:
         self.depth = max(1, loader.prefetch)
         self.most = self.depth + 2 + SPARE_SLOTS
         self.in_flight: collections.deque = collections.deque()
+        # a batch was built on the sampling stream since the last replay on
+        # the loop's (``ON_LOOP_STREAM``): the sampler's id map is shared
+        self.built = False
         self.stream = self.gather_stream = self.consumer = None
         if self.cuda:
             if loader._streams is None:  # the producer's three, made once per loader
@@ -212,6 +215,9 @@ class BatchPipeline:
         # (a short last batch: a pass's one batch of its size, not worth graphs of its own)
         slot = self._slot(input_id.numel()) if input_id.numel() == loader.batch_size else None
         if slot is None:
+            if self.cuda and ON_LOOP_STREAM:  # after the replays on the loop's stream: one id map
+                self.stream.wait_stream(torch.cuda.current_stream(loader.device))
+                self.built = True
             with self._stream(self.stream):
                 item = next(loader._sampled([input_id]))
                 batch = next(loader._finish([item], self.gather_stream))
@@ -232,6 +238,9 @@ class BatchPipeline:
         with self._stream(stream):
             if self.cuda:
                 stream.wait_event(slot.free)  # (a no-op before its first record)
+                if self.built:  # (ON_LOOP_STREAM) after a batch built on the sampling stream
+                    stream.wait_stream(self.stream)
+                    self.built = False
             start = times.mark(stream)
             slot.packed.replay(loader._seeds[input_id], rng)
             sampled = times.mark(stream)
