@@ -18,7 +18,7 @@ the loader's (``n_id`` through the cache's order, ``x`` through the tiers of
 by ``index_select``), both writing buffers of the slot's own. Asked for
 batch ``i``, the pipeline replays batch ``i + prefetch`` into a free slot
 (the sampling graph, then the gather graph, on the loader's sampling
-stream), then waits for batch ``i``'s sampling graph (long done: it was
+stream, or on the loop's with ``ON_LOOP_STREAM``), then waits for batch ``i``'s sampling graph (long done: it was
 replayed ``prefetch`` steps ago), reads its sizes and hands out views of
 the slot's buffers, the loop's stream ordered after the gather graph.
 
@@ -230,7 +230,8 @@ class BatchPipeline:
         times = loader.times
         stream = torch.cuda.current_stream(loader.device) if self.cuda and ON_LOOP_STREAM else self.stream
         rng = loader.sampler._draw_rng(loader.generator)  # drawn in batch order, as the producer draws them
-        # both graphs on the sampling stream, one after the other: the
+        # both graphs on one stream (the sampling stream, or the loop's with
+        # ON_LOOP_STREAM), one after the other: the
         # loader's GPU work is a fraction of a step's, so nothing is gained
         # by overlapping a batch's gather with the next one's sampling, and
         # each stream switch, wait and event is host time of the loop's own
