@@ -15,7 +15,7 @@ from tritongnn.sampling import pipeline
 
 @pytest.fixture
 def replay_on_cpu(monkeypatch):
-    # (off by default: measured slower, pipeline.REPLAY_BATCHES)
+    # (off by default: no faster so far, pipeline.REPLAY_BATCHES)
     monkeypatch.setattr(pipeline, "REPLAY_BATCHES", True)
     monkeypatch.setattr(pipeline, "REPLAY_ON_CPU", True)
 

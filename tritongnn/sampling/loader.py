@@ -16,8 +16,8 @@ the GPU. The next batches are prepared on side CUDA streams while the model
 runs on the current one (sampling on one, the gather and assembly on
 another, so one batch's gather overlaps the next one's sampling); the batch
 handed over is ordered after their work, built by a producer thread
-(``_Prefetcher``). With ``pipeline.REPLAY_BATCHES`` (off: measured slower
-so far), where nothing a batch reads changes between batches
+(``_Prefetcher``). With ``pipeline.REPLAY_BATCHES`` (off: measured no
+faster so far), where nothing a batch reads changes between batches
 (``_replays_batches``), each batch is instead two CUDA graph replays issued
 by the training loop's own thread a few batches ahead
 (``pipeline.BatchPipeline``).
