@@ -559,3 +559,31 @@ def test_gather_count_in_a_cuda_graph(pinned):
         graph.replay()
         assert_bits_equal(out[:c].cpu(), x[ids[:c].cpu()])
         assert (out[c:] == 3.0).all()
+
+
+@pytest.mark.parametrize("value", [
+    torch.arange(50) * 7 % 13,                                # int64 labels
+    torch.arange(50) % 3 == 0,                                # a bool mask
+    torch.randn(50, 3, 2, generator=torch.Generator().manual_seed(0)).half(),  # trailing shape
+    torch.arange(150, dtype=torch.int32).view(50, 3).t().contiguous().t(),   # not contiguous
+    torch.empty(50, 0),                                        # rows of no bytes
+])
+def test_take_node_rows_is_index_select(device, value, monkeypatch):
+    from tritongnn.kernels import gather as gather_module
+    from tritongnn.kernels.gather import take_node_rows
+    value = value.to(device)
+    ids = torch.randint(0, 50, (40,), generator=torch.Generator().manual_seed(1)).to(device)
+    calls = []
+    monkeypatch.setattr(gather_module, "gather_rows", lambda *a, **k: calls.append(1) or gather_rows(*a, **k))
+    want = value.index_select(0, ids)
+    got = take_node_rows(value, ids)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+    # the Triton gather where the rows are contiguous and hold bytes
+    assert bool(calls) == (value.is_contiguous() and value.numel() > 0)
+    if calls:  # with a count: the first rows only, the rest of out untouched
+        out = torch.zeros_like(want)
+        take_node_rows(value, ids, out, count=torch.tensor([25], device=device))
+        assert torch.equal(out[:25], want[:25]) and not out[25:].any()
+    monkeypatch.setattr(gather_module, "NODE_ROWS_BY_GATHER", False)
+    calls.clear()
+    assert torch.equal(take_node_rows(value, ids), want) and not calls

@@ -539,3 +539,30 @@ def gather_rows(
         else:  # one pass in host order: neighbours share pages
             launch(torch.argsort(host_row), bounded, uva=True)
     return out
+
+
+# Node attributes sliced along dim 0 (labels, masks: one row of a few bytes
+# a node) gathered by the row gather's kernel, not ``torch.index_select``.
+# Why: at papers100M scale a batch's ~3x10^6 int64 labels took index_select
+# ~0.1 ms of GPU time on the loader's stream, beside the model's kernels.
+# False: index_select, for the benchmark's comparison.
+NODE_ROWS_BY_GATHER = True
+
+
+def take_node_rows(value: torch.Tensor, ids: torch.Tensor, out: torch.Tensor | None = None,
+                   count: torch.Tensor | None = None) -> torch.Tensor:
+    """``value[ids]`` along dim 0 (a node attribute of the loader: any dtype
+    and trailing shape) into ``out`` (allocated if None). ``ids`` are the
+    loader's own, in range: not checked. With ``count`` (a ``[1]`` device
+    tensor, ``gather_rows``'s) only ``ids[:count]`` are read where the
+    Triton gather serves ``value``; ``torch.index_select`` (other devices,
+    non-contiguous or empty rows, complex dtypes) reads every id."""
+    rows, n = value.size(0), ids.numel()
+    if out is None:
+        out = torch.empty((n,) + value.shape[1:], dtype=value.dtype, device=ids.device)
+    if (NODE_ROWS_BY_GATHER and use_triton(ids.device) and value.device == ids.device and value.dim() >= 1
+            and value.numel() > 0 and value.is_contiguous() and out.is_contiguous() and not value.is_complex()):
+        table, into = (value, out) if value.dtype != torch.bool else (value.view(torch.uint8), out.view(torch.uint8))
+        gather_rows(table.view(rows, -1), ids, into.view(n, -1), validate=False, count=count)
+        return out
+    return torch.index_select(value, 0, ids, out=out)

@@ -50,6 +50,7 @@ import torch
 from torch_geometric.data import Data
 
 from ..kernels import gather_rows
+from ..kernels.gather import take_node_rows
 from ..kernels.aggregate import mark_sorted_by_dst
 from ..kernels._launch import new_stream
 from .sampler import capture
@@ -141,7 +142,7 @@ class _Slot:
         if self.x is not None:
             gather_rows(loader.x, node, self.x, **self._tiers, validate=False, count=self.packed.num_nodes)
         for key, (value, _) in loader._node_attrs.items():
-            torch.index_select(value, 0, self.n_id, out=self.attrs[key])
+            take_node_rows(value, self.n_id, self.attrs[key], count=self.packed.num_nodes)
 
     def replay_gather(self) -> None:
         if self.graph is None:
