@@ -561,6 +561,7 @@ def test_gather_count_in_a_cuda_graph(pinned):
         assert (out[c:] == 3.0).all()
 
 
+
 @pytest.mark.parametrize("value", [
     torch.arange(50) * 7 % 13,                                # int64 labels
     torch.arange(50) % 3 == 0,                                # a bool mask
@@ -568,7 +569,7 @@ def test_gather_count_in_a_cuda_graph(pinned):
     torch.arange(150, dtype=torch.int32).view(50, 3).t().contiguous().t(),   # not contiguous
     torch.empty(50, 0),                                        # rows of no bytes
 ])
-def test_take_node_rows_is_index_select(device, value, monkeypatch):
+def test_take_node_rows_reads_the_first_count_ids(device, value, monkeypatch):
     from tritongnn.kernels import gather as gather_module
     from tritongnn.kernels.gather import take_node_rows
     value = value.to(device)
@@ -576,14 +577,11 @@ def test_take_node_rows_is_index_select(device, value, monkeypatch):
     calls = []
     monkeypatch.setattr(gather_module, "gather_rows", lambda *a, **k: calls.append(1) or gather_rows(*a, **k))
     want = value.index_select(0, ids)
-    got = take_node_rows(value, ids)
-    assert got.dtype == want.dtype and torch.equal(got, want)
-    # the Triton gather where the rows are contiguous and hold bytes
-    assert bool(calls) == (value.is_contiguous() and value.numel() > 0)
-    if calls:  # with a count: the first rows only, the rest of out untouched
-        out = torch.zeros_like(want)
-        take_node_rows(value, ids, out, count=torch.tensor([25], device=device))
-        assert torch.equal(out[:25], want[:25]) and not out[25:].any()
-    monkeypatch.setattr(gather_module, "NODE_ROWS_BY_GATHER", False)
-    calls.clear()
-    assert torch.equal(take_node_rows(value, ids), want) and not calls
+    out = torch.zeros_like(want)
+    assert take_node_rows(value, ids, out, count=torch.tensor([25], device=device)) is out
+    assert torch.equal(out[:25], want[:25])
+    # the Triton gather where the rows are contiguous and hold bytes: the
+    # rest of out untouched; else index_select of every id
+    gathered = value.is_contiguous() and value.numel() > 0
+    assert bool(calls) == gathered
+    assert torch.equal(out[25:], torch.zeros_like(want[25:]) if gathered else want[25:])

@@ -541,28 +541,25 @@ def gather_rows(
     return out
 
 
-# Node attributes sliced along dim 0 (labels, masks: one row of a few bytes
-# a node) gathered by the row gather's kernel, not ``torch.index_select``.
-# Why: at papers100M scale a batch's ~3x10^6 int64 labels took index_select
-# ~0.1 ms of GPU time on the loader's stream, beside the model's kernels.
-# False: index_select, for the benchmark's comparison.
-NODE_ROWS_BY_GATHER = True
 
+def take_node_rows(value: torch.Tensor, ids: torch.Tensor, out: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """``value[ids[:count]]`` along dim 0 into ``out[:count]`` (a node
+    attribute of the loader: any dtype and trailing shape), for a batch
+    whose length the device holds (a replayed slot's ``n_id`` buffer, sized
+    by the sampler's bound). ``ids`` are the loader's own: not checked.
 
-def take_node_rows(value: torch.Tensor, ids: torch.Tensor, out: torch.Tensor | None = None,
-                   count: torch.Tensor | None = None) -> torch.Tensor:
-    """``value[ids]`` along dim 0 (a node attribute of the loader: any dtype
-    and trailing shape) into ``out`` (allocated if None). ``ids`` are the
-    loader's own, in range: not checked. With ``count`` (a ``[1]`` device
-    tensor, ``gather_rows``'s) only ``ids[:count]`` are read where the
-    Triton gather serves ``value``; ``torch.index_select`` (other devices,
-    non-contiguous or empty rows, complex dtypes) reads every id."""
-    rows, n = value.size(0), ids.numel()
-    if out is None:
-        out = torch.empty((n,) + value.shape[1:], dtype=value.dtype, device=ids.device)
-    if (NODE_ROWS_BY_GATHER and use_triton(ids.device) and value.device == ids.device and value.dim() >= 1
-            and value.numel() > 0 and value.is_contiguous() and out.is_contiguous() and not value.is_complex()):
+    Why not ``torch.index_select`` over the whole bound: on the H200 (int64
+    labels of 1.1x10^8 nodes, 3x10^6 of 7.3x10^6 ids, CUDA-graph replays,
+    ``bench/bench_gather_bounded.py --labels``) it took 0.215 ms, this
+    0.105. For an exact length the two tie on the GPU (0.095 / 0.094 ms)
+    and index_select takes less host time (42 against 65 us a call), so
+    the producer's path keeps it. Contiguous rows of some bytes go through
+    ``gather_rows(count=)`` (bools as bytes); others (non-contiguous,
+    empty rows, complex, a device the kernels do not serve) through
+    ``index_select`` of every id, which must then all be in range."""
+    if (use_triton(ids.device) and value.device == ids.device and value.dim() >= 1 and value.numel() > 0
+            and value.is_contiguous() and out.is_contiguous() and not value.is_complex()):
         table, into = (value, out) if value.dtype != torch.bool else (value.view(torch.uint8), out.view(torch.uint8))
-        gather_rows(table.view(rows, -1), ids, into.view(n, -1), validate=False, count=count)
+        gather_rows(table.view(value.size(0), -1), ids, into.view(ids.numel(), -1), validate=False, count=count)
         return out
     return torch.index_select(value, 0, ids, out=out)
