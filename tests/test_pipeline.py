@@ -47,11 +47,8 @@ def produced_pass(monkeypatch, loader):
     dict(),
     dict(placement="host", cache_budget=300 * 12 * 4 // 3),  # a dual cache, a third of the rows
     dict(placement="host", cache_budget=300 * 12 * 4 // 3, feature_dtype=torch.float16),
-    dict(on_loop_stream=True),  # replayed in order with the loop's work (a GPU's streams; a CPU has none)
 ])
 def test_replayed_batches_are_the_producers(monkeypatch, replay_on_cpu, device, kwargs):
-    kwargs = dict(kwargs)
-    monkeypatch.setattr(pipeline, "ON_LOOP_STREAM", kwargs.pop("on_loop_stream", False))
     data = random_data()
     replayed, produced = loaders(monkeypatch, data, device, **kwargs)
     assert replayed._replays_batches()

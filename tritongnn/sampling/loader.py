@@ -54,7 +54,6 @@ from ..host_memory import HostGroup, SharedHostArrays, as_pinned, pinned_empty
 from ..kernels import gather_rows
 from ..kernels._launch import new_stream, use_triton
 from ..kernels.aggregate import mark_sorted_by_dst
-from ..kernels.gather import take_node_rows
 from ..kernels.sample import METHODS as SAMPLE_METHODS
 from . import pipeline
 from .sampler import NeighborSampler, check_num_neighbors, edge_index_of
@@ -988,7 +987,7 @@ class NeighborLoader:
                 x = torch.empty((node.numel(), self.x.size(1)), dtype=self._x_dtype, device=self.device)
             x = gather_rows(self.x, node, x, **tiers, validate=False)  # the sampler's ids
         # attributes along dim 0 sliced once for all; others per batch
-        rows = {key: take_node_rows(value, n_id) for key, (value, dim) in self._node_attrs.items() if dim == 0}
+        rows = {key: value.index_select(0, n_id) for key, (value, dim) in self._node_attrs.items() if dim == 0}
         gathered = times.mark()
         batches, marks, end = [], [], 0
         for input_id, out, start, sampled, share in items:

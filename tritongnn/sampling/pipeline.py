@@ -15,10 +15,10 @@ hops, then the batch's ``node`` and edges packed into buffers sized by the
 hops' bounds, and its sizes copied to pinned memory) and a gather graph of
 the loader's (``n_id`` through the cache's order, ``x`` through the tiers of
 ``gather_rows`` with the node count read on the device, each node attribute
-by ``index_select``), both writing buffers of the slot's own. Asked for
+by ``take_node_rows``), both writing buffers of the slot's own. Asked for
 batch ``i``, the pipeline replays batch ``i + prefetch`` into a free slot
 (the sampling graph, then the gather graph, on the loader's sampling
-stream, or on the loop's with ``ON_LOOP_STREAM``), then waits for batch ``i``'s sampling graph (long done: it was
+stream), then waits for batch ``i``'s sampling graph (long done: it was
 replayed ``prefetch`` steps ago), reads its sizes and hands out views of
 the slot's buffers, the loop's stream ordered after the gather graph.
 
@@ -74,17 +74,10 @@ REPLAY_ON_CPU = False
 # Slots past ``prefetch + 2`` (the batch the loop holds, the one handed
 # out, ``prefetch`` in flight) for a loop that keeps a batch a step longer.
 SPARE_SLOTS = 1
-# Replay on the stream current where a batch is asked for (the loop's), in
-# order with the model's kernels, instead of on the loader's sampling
-# stream beside them. An experiment, not yet measured: on its own stream a
-# batch's ~2 ms of sampling and gather kernels is queued at the start of a
-# step and runs beside that step's forward, slowing the model's kernels
-# (the replayed loop's steps spent ~1 ms a step more of CPU than the
-# producer's, twenty-sixth session, as if spinning in the step's sync);
-# in order it runs alone, in the GPU's idle time of a step bound by the
-# host (~2 ms of 5 with the model alone), and the model's kernels queue
-# behind it. Off: the benchmark switches it on (``--host-loaders``).
-ON_LOOP_STREAM = False
+# (Replaying on the loop's own stream, in order with the model's kernels
+# rather than beside them, was tried and removed: at 3b01ce7 on the H200,
+# papers100M scale, no budget, one run, 1.11 s an epoch either way,
+# bench/results/README.md, twenty-seventh session.)
 
 
 def hand_over(batch: Data, ready, device) -> torch.cuda.Stream:
@@ -133,9 +126,9 @@ class _Slot:
 
     def _gather(self) -> None:
         """The gather graph's work: ``n_id``, ``x`` and the node attributes
-        of the packed ``node`` buffer (all of it for the lookups, whose
+        of the packed ``node`` buffer (all of it for ``n_id``'s lookup, whose
         past-the-batch ids are in range; the first ``num_nodes`` rows of
-        ``x``, a count the device holds)."""
+        ``x`` and of the attributes, a count the device holds)."""
         loader, node = self.loader, self.packed.node
         if loader.cache is not None:
             torch.index_select(loader.cache.order, 0, node, out=self.n_id)
@@ -166,9 +159,6 @@ class BatchPipeline:
         self.depth = max(1, loader.prefetch)
         self.most = self.depth + 2 + SPARE_SLOTS
         self.in_flight: collections.deque = collections.deque()
-        # a batch was built on the sampling stream since the last replay on
-        # the loop's (``ON_LOOP_STREAM``): the sampler's id map is shared
-        self.built = False
         self.stream = self.gather_stream = self.consumer = None
         if self.cuda:
             if loader._streams is None:  # the producer's three, made once per loader
@@ -216,9 +206,6 @@ class BatchPipeline:
         # (a short last batch: a pass's one batch of its size, not worth graphs of its own)
         slot = self._slot(input_id.numel()) if input_id.numel() == loader.batch_size else None
         if slot is None:
-            if self.cuda and ON_LOOP_STREAM:  # after the replays on the loop's stream: one id map
-                self.stream.wait_stream(torch.cuda.current_stream(loader.device))
-                self.built = True
             with self._stream(self.stream):
                 item = next(loader._sampled([input_id]))
                 batch = next(loader._finish([item], self.gather_stream))
@@ -228,11 +215,9 @@ class BatchPipeline:
                 ready.record(self.gather_stream)
             self.in_flight.append(("built", batch, ready))
             return
-        times = loader.times
-        stream = torch.cuda.current_stream(loader.device) if self.cuda and ON_LOOP_STREAM else self.stream
+        times, stream = loader.times, self.stream
         rng = loader.sampler._draw_rng(loader.generator)  # drawn in batch order, as the producer draws them
-        # both graphs on one stream (the sampling stream, or the loop's with
-        # ON_LOOP_STREAM), one after the other: the
+        # both graphs on the sampling stream, one after the other: the
         # loader's GPU work is a fraction of a step's, so nothing is gained
         # by overlapping a batch's gather with the next one's sampling, and
         # each stream switch, wait and event is host time of the loop's own
@@ -240,9 +225,6 @@ class BatchPipeline:
         with self._stream(stream):
             if self.cuda:
                 stream.wait_event(slot.free)  # (a no-op before its first record)
-                if self.built:  # (ON_LOOP_STREAM) after a batch built on the sampling stream
-                    stream.wait_stream(self.stream)
-                    self.built = False
             start = times.mark(stream)
             slot.packed.replay(loader._seeds[input_id], rng)
             sampled = times.mark(stream)
