@@ -561,7 +561,6 @@ def test_gather_count_in_a_cuda_graph(pinned):
         assert (out[c:] == 3.0).all()
 
 
-
 @pytest.mark.parametrize("value", [
     torch.arange(50) * 7 % 13,                                # int64 labels
     torch.arange(50) % 3 == 0,                                # a bool mask

@@ -541,7 +541,6 @@ def gather_rows(
     return out
 
 
-
 def take_node_rows(value: torch.Tensor, ids: torch.Tensor, out: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
     """``value[ids[:count]]`` along dim 0 into ``out[:count]`` (a node
     attribute of the loader: any dtype and trailing shape), for a batch
