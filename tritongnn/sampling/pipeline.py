@@ -64,7 +64,9 @@ from .sampler import capture
 # stream switches and lookups. At 960f27b the two are level within a
 # call's spread (1.00-1.04 s against 0.94-1.05): the loop's own steps as
 # short as with the producer, but 0.5 ms a batch in ``next`` (the sampling
-# graph's launch, the ``Data``) against the producer's 0.15. The benchmark
+# graph's launch, the ``Data``) against the producer's 0.15; at 91e58fc,
+# its lookups of node attributes halved (``take_node_rows``), still no
+# faster (1.13 / 1.03 s against 1.04 / 1.04 / 1.01). The benchmark
 # switches it on (``--host-loaders``).
 REPLAY_BATCHES = False
 # Replay on a CPU too, each "replay" run eagerly into the slot's buffers:
