@@ -565,6 +565,8 @@ def test_gather_count_in_a_cuda_graph(pinned):
     torch.arange(50) * 7 % 13,                                # int64 labels
     torch.arange(50) % 3 == 0,                                # a bool mask
     torch.randn(50, 3, 2, generator=torch.Generator().manual_seed(0)).half(),  # trailing shape
+    torch.randn(50, 2, generator=torch.Generator().manual_seed(2), dtype=torch.complex64),  # moved as int64
+    torch.randn(50, generator=torch.Generator().manual_seed(3), dtype=torch.complex128),  # 16 bytes: index_select
     torch.arange(150, dtype=torch.int32).view(50, 3).t().contiguous().t(),   # not contiguous
     torch.empty(50, 0),                                        # rows of no bytes
 ])
@@ -581,6 +583,6 @@ def test_take_node_rows_reads_the_first_count_ids(device, value, monkeypatch):
     assert torch.equal(out[:25], want[:25])
     # the Triton gather where the rows are contiguous and hold bytes: the
     # rest of out untouched; else index_select of every id
-    gathered = value.is_contiguous() and value.numel() > 0
+    gathered = value.is_contiguous() and value.numel() > 0 and value.element_size() <= 8
     assert bool(calls) == gathered
     assert torch.equal(out[25:], torch.zeros_like(want[25:]) if gathered else want[25:])

@@ -553,12 +553,18 @@ def take_node_rows(value: torch.Tensor, ids: torch.Tensor, out: torch.Tensor, co
     0.105. For an exact length the two tie on the GPU (0.095 / 0.094 ms)
     and index_select takes less host time (42 against 65 us a call), so
     the producer's path keeps it. Contiguous rows of some bytes go through
-    ``gather_rows(count=)`` (bools as bytes); others (non-contiguous,
-    empty rows, complex, a device the kernels do not serve) through
-    ``index_select`` of every id, which must then all be in range."""
-    if (use_triton(ids.device) and value.device == ids.device and value.dim() >= 1 and value.numel() > 0
-            and value.is_contiguous() and out.is_contiguous() and not value.is_complex()):
-        table, into = (value, out) if value.dtype != torch.bool else (value.view(torch.uint8), out.view(torch.uint8))
-        gather_rows(table.view(value.size(0), -1), ids, into.view(ids.numel(), -1), validate=False, count=count)
+    ``gather_rows(count=)``, their elements moved as integers of their
+    size (any dtype of 1, 2, 4 or 8 bytes: bools, float8, complex64);
+    others (non-contiguous, empty rows, 16-byte elements, a device the
+    kernels do not serve) through ``index_select`` of every id, which must
+    then all be in range."""
+    bits = _BITS_OF_SIZE.get(value.element_size())
+    if (bits is not None and use_triton(ids.device) and value.device == ids.device and value.dim() >= 1
+            and value.numel() > 0 and value.is_contiguous() and out.is_contiguous()):
+        gather_rows(value.view(bits).view(value.size(0), -1), ids, out.view(bits).view(ids.numel(), -1),
+                    validate=False, count=count)
         return out
     return torch.index_select(value, 0, ids, out=out)
+
+
+_BITS_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
