@@ -127,6 +127,12 @@ def host_list(t: torch.Tensor) -> list:
     return part.view(t.shape).tolist()
 
 
+# Kernels that only move elements take every dtype as the integer of its
+# width (NaN payloads and -0.0 untouched; bool, float8 and complex64 need no
+# Triton type of their own): ``t.view(BITS_OF_SIZE[t.element_size()])``.
+BITS_OF_SIZE = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
 def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 

@@ -69,7 +69,8 @@ import triton.language as tl
 
 from . import reference
 from .._checks import check_ids_in_range
-from ._launch import check_readable, host_list, interpreted_block, next_power_of_2, on_device_of, use_triton
+from ._launch import (BITS_OF_SIZE, check_readable, host_list, interpreted_block, next_power_of_2, on_device_of,
+                      use_triton)
 
 
 @triton.jit(do_not_specialize=["n", "num_hot", "num_blocks"])
@@ -558,7 +559,7 @@ def take_node_rows(value: torch.Tensor, ids: torch.Tensor, out: torch.Tensor, co
     others (non-contiguous, empty rows, 16-byte elements, a device the
     kernels do not serve) through ``index_select`` of every id, which must
     then all be in range."""
-    bits = _BITS_OF_SIZE.get(value.element_size())
+    bits = BITS_OF_SIZE.get(value.element_size())
     if (bits is not None and use_triton(ids.device) and value.device == ids.device and value.dim() >= 1
             and value.numel() > 0 and value.is_contiguous() and out.is_contiguous()):
         gather_rows(value.view(bits).view(value.size(0), -1), ids, out.view(bits).view(ids.numel(), -1),
@@ -566,5 +567,3 @@ def take_node_rows(value: torch.Tensor, ids: torch.Tensor, out: torch.Tensor, co
         return out
     return torch.index_select(value, 0, ids, out=out)
 
-
-_BITS_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}

@@ -20,15 +20,13 @@ import triton
 import triton.language as tl
 
 from . import reference
-from ._launch import interpreted_block, on_device_of, use_triton
+from ._launch import BITS_OF_SIZE, interpreted_block, on_device_of, use_triton
 
 # elements per program (under the interpreter, where the cost is per op,
 # fewer larger programs; the tests shrink it to meet several programs a part)
 BLOCK = interpreted_block(1024, 4096)
 
-# the kernel moves bits: every dtype goes through the integer of its width
-# (NaN payloads and -0.0 untouched, bool and float8 need no Triton type of their own)
-_BITS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+# the kernel moves bits: every dtype goes through the integer of its width (BITS_OF_SIZE)
 
 
 @triton.jit(do_not_specialize=["k", "numel", "capacity"])
@@ -115,7 +113,7 @@ def pack_prefixes(parts: list[torch.Tensor], counts: list[torch.Tensor], out: to
         if part.device != device:
             raise ValueError(f"parts[{k}] lives on {part.device}, out on {device}: pass it on {device}")
         _check_scalar(count, device, f"counts[{k}]")
-    if out.element_size() not in _BITS:
+    if out.element_size() not in BITS_OF_SIZE:
         raise TypeError(f"out's dtype {out.dtype} is not supported (elements of 1, 2, 4 or 8 bytes)")
     if not parts:
         return start.view(1) if start is not None else torch.zeros(1, dtype=torch.int64, device=device)
@@ -124,7 +122,7 @@ def pack_prefixes(parts: list[torch.Tensor], counts: list[torch.Tensor], out: to
     first = start.view(1) if start is not None else torch.zeros(1, dtype=torch.int64, device=device)
     # [start, start + c0, start + c0 + c1, ...]: part k starts at offsets[k], offsets[K] is the end
     offsets = torch.cumsum(torch.cat([first] + [c.view(1) for c in counts]), 0)
-    bits = _BITS[out.element_size()]
+    bits = BITS_OF_SIZE[out.element_size()]
     flat = out.view(bits)
     block = BLOCK
     for k, (part, count) in enumerate(zip(parts, counts)):
