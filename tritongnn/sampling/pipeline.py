@@ -232,7 +232,7 @@ class BatchPipeline:
             sampled = times.mark(stream)
             slot.replay_gather()
             gathered = times.mark(stream)
-        self.in_flight.append(("slot", slot, input_id, (start, sampled, sampled, gathered)))
+        self.in_flight.append(("slot", slot, input_id, (start, sampled, gathered)))
 
     def _hand_out(self, entry) -> Data:
         loader = self.loader
@@ -241,8 +241,7 @@ class BatchPipeline:
             if ready is not None:
                 hand_over(batch, ready, loader.device)
             return batch
-        _, slot, input_id, marks = entry
-        start, sampled, gather_start, gathered = marks
+        _, slot, input_id, (start, sampled, gathered) = entry
         if self.cuda:
             sampled.synchronize()  # the sizes in pinned memory (replayed steps ago: done)
         out, edge_index = slot.packed.outputs()
@@ -270,7 +269,7 @@ class BatchPipeline:
         for key, buffer in slot.attrs.items():
             batch[key] = buffer[:n]
         slot.handed = True
-        loader.times.add_batch(start, sampled, gather_start, gathered)
+        loader.times.add_batch(start, sampled, sampled, gathered)  # the gather starts where sampling ends
         return loader._complete(batch, input_id, out)
 
     def __iter__(self):
