@@ -207,6 +207,18 @@ def bench_graph(name, graph, args, device, rows):
                     return sample_neighbors(g.indptr, g.indices, frontier, local, num, fanout, args.replace,
                                             return_eid=True, seed=seed, method=method, d_max=d_max or 64)
 
+            def report(label, method, cold, warm, correct, wrong, d_max=None, block_nodes=None, mix="", **extra):
+                """One timed row of this hop, against the baseline's ``base``."""
+                rows.append(dict(graph=name, placement=placement, hop=hop + 1, fanout=fanout, frontier=n, edges=e,
+                                 method=method, d_max=d_max, foundation_block_nodes=block_nodes, full_nodes=full,
+                                 ms_cold=cold, ms_warm=warm, medges_per_s_cold=e / cold / 1e3,
+                                 medges_per_s_warm=e / warm / 1e3, speedup_cold=base[0] / cold,
+                                 speedup_warm=base[1] / warm, correct=correct, **extra))
+                print(f"{name:9s} {placement:6s} hop {hop + 1} fanout {fanout:2d} frontier {n:8d} "
+                      f"edges {e:9d} | {label:24s} cold {cold:8.3f} ms {e / cold / 1e3:8.1f} M/s "
+                      f"x{base[0] / cold:5.2f} | warm {warm:8.3f} ms x{base[1] / warm:5.2f}"
+                      f"{'' if correct else '  ' + wrong}{mix}", flush=True)
+
             ref = call("foundation", None, None)
             e = int(ref.num_edges)
             ref = (ref.src[:e].clone(), ref.dst[:e].clone(), ref.eid[:e].clone())
@@ -219,22 +231,13 @@ def bench_graph(name, graph, args, device, rows):
                 cold, warm = timed(lambda: call(method, d_max, block_nodes), device) if correct \
                     else (float("nan"),) * 2
                 base = base or (cold, warm)
-                row = dict(graph=name, placement=placement, hop=hop + 1, fanout=fanout, frontier=n, edges=e,
-                           method=method, d_max=d_max, foundation_block_nodes=block_nodes, full_nodes=full,
-                           ms_cold=cold, ms_warm=warm, medges_per_s_cold=e / cold / 1e3,
-                           medges_per_s_warm=e / warm / 1e3, speedup_cold=base[0] / cold,
-                           speedup_warm=base[1] / warm, correct=correct)
-                mix = ""
+                extra, mix = {}, ""
                 if d_max is not None:
-                    row["staged_random_nodes"] = int(((degree > fanout) & (degree <= d_max)).sum())
-                    row["hubs"] = int((degree > max(d_max, fanout)).sum())
-                    mix = f"  (full {full / n:.0%}, staged {row['staged_random_nodes'] / n:.0%}, " \
-                          f"hubs {row['hubs'] / n:.0%})"
-                rows.append(row)
-                print(f"{name:9s} {placement:6s} hop {hop + 1} fanout {fanout:2d} frontier {n:8d} "
-                      f"edges {e:9d} | {label:24s} cold {cold:8.3f} ms {e / cold / 1e3:8.1f} M/s "
-                      f"x{base[0] / cold:5.2f} | warm {warm:8.3f} ms x{base[1] / warm:5.2f}"
-                      f"{'' if correct else '  WRONG EDGES'}{mix}", flush=True)
+                    extra = dict(staged_random_nodes=int(((degree > fanout) & (degree <= d_max)).sum()),
+                                 hubs=int((degree > max(d_max, fanout)).sum()))
+                    mix = f"  (full {full / n:.0%}, staged {extra['staged_random_nodes'] / n:.0%}, " \
+                          f"hubs {extra['hubs'] / n:.0%})"
+                report(label, method, cold, warm, correct, "WRONG EDGES", d_max, block_nodes, mix, **extra)
             if args.floor:
                 eid = ref[2]
                 degree, got = picks_floor(g.indptr, g.indices, frontier, eid, e)
@@ -245,16 +248,7 @@ def bench_graph(name, graph, args, device, rows):
                 del degree, got
                 cold, warm = timed(lambda: picks_floor(g.indptr, g.indices, frontier, eid, e), device) \
                     if correct else (float("nan"),) * 2
-                rows.append(dict(graph=name, placement=placement, hop=hop + 1, fanout=fanout, frontier=n, edges=e,
-                                 method="floor", d_max=None, foundation_block_nodes=None, full_nodes=full,
-                                 ms_cold=cold, ms_warm=warm, medges_per_s_cold=e / cold / 1e3,
-                                 medges_per_s_warm=e / warm / 1e3, speedup_cold=base[0] / cold,
-                                 speedup_warm=base[1] / warm, correct=correct))
-                print(f"{name:9s} {placement:6s} hop {hop + 1} fanout {fanout:2d} frontier {n:8d} "
-                      f"edges {e:9d} | {'floor: the reads alone':24s} cold {cold:8.3f} ms {e / cold / 1e3:8.1f} "
-                      f"M/s x{base[0] / cold:5.2f} | warm {warm:8.3f} ms x{base[1] / warm:5.2f}"
-                      f"{'' if correct else '  WRONG READS'}", flush=True)
-
+                report("floor: the reads alone", "floor", cold, warm, correct, "WRONG READS")
 
 def main():
     args = parse_args()
