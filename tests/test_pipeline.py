@@ -1,8 +1,9 @@
-"""Batches replayed from CUDA graphs on the loop's thread
-(``tritongnn.sampling.pipeline``): the producer's batches bit for bit, slots
-never overwritten while a batch (or a view of it) is held, and the
-configurations that keep the producer. On a CPU the pipeline runs each
-"replay" eagerly under Triton's interpreter (``REPLAY_ON_CPU``)."""
+"""Batches replayed from CUDA graphs (``tritongnn.sampling.pipeline``), by
+the producer thread or by the loop's: the producer's built batches bit for
+bit, slots never overwritten while a batch (or a view of it) is held, and
+the configurations that keep the built batches. On a CPU the pipeline runs
+each "replay" eagerly under Triton's interpreter (``REPLAY_ON_CPU``), in a
+producer thread too."""
 import pytest
 import torch
 
@@ -13,11 +14,13 @@ from tritongnn.kernels.aggregate import _known_sorted
 from tritongnn.sampling import pipeline
 
 
-@pytest.fixture
-def replay_on_cpu(monkeypatch):
+@pytest.fixture(params=[True, False], ids=["from_producer", "from_loop"])
+def replay_on_cpu(monkeypatch, request):
     # (off by default: no faster so far, pipeline.REPLAY_BATCHES)
     monkeypatch.setattr(pipeline, "REPLAY_BATCHES", True)
     monkeypatch.setattr(pipeline, "REPLAY_ON_CPU", True)
+    monkeypatch.setattr(pipeline, "FROM_PRODUCER", request.param)
+    return request.param
 
 
 def batches(loader):
@@ -58,7 +61,7 @@ def test_replayed_batches_are_the_producers(monkeypatch, replay_on_cpu, device, 
         assert_same_batches(got, want)
     assert got[-1].batch_size < 37  # a short last batch: from the producer's path
     assert list(replayed._slots) == [37] and 37 not in produced._slots
-    assert 1 <= len(replayed._slots[37]) <= replayed.prefetch + 2 + pipeline.SPARE_SLOTS
+    assert 1 <= len(replayed._slots[37]) <= pipeline.most_slots(replayed.prefetch, replay_on_cpu)
     stats = replayed.stats
     assert stats["batches"] == len(got) and stats["sampling_seconds"] > 0 and stats["gather_seconds"] > 0
 
@@ -70,7 +73,7 @@ def test_held_batches_and_views_are_never_overwritten(monkeypatch, replay_on_cpu
     # every batch kept: past the slots, the rest come from the producer's path
     got = list(replayed)
     assert_same_batches(got, want)
-    assert len(replayed._slots[16]) == replayed.prefetch + 2 + pipeline.SPARE_SLOTS < len(got)
+    assert len(replayed._slots[16]) == pipeline.most_slots(replayed.prefetch, replay_on_cpu) < len(got)
     del got
     # a view kept past its batch (and nothing else of it) holds its slot too
     want = produced_pass(monkeypatch, produced)
@@ -81,6 +84,27 @@ def test_held_batches_and_views_are_never_overwritten(monkeypatch, replay_on_cpu
         if i == 0:
             kept, first = batch.x[:5], batch.x[:5].clone()
     assert torch.equal(kept, first) and torch.equal(kept.cpu(), want[0].x[:5])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: run with -m gpu on the GPU machine")
+def test_batches_taken_on_two_streams(monkeypatch, replay_on_cpu):
+    # each batch read on the stream current where it was asked for, after a
+    # long kernel there: its slot's next replay must wait for that work
+    # (from a producer: every stream the loop took a batch on)
+    data = random_data()
+    replayed, produced = loaders(monkeypatch, data, "cuda", batch_size=16, drop_last=True)
+    want = produced_pass(monkeypatch, produced)
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    slow = torch.randn(2048, 2048, device="cuda")
+    got = []
+    for i, batch in enumerate(replayed):
+        with torch.cuda.stream(streams[i % 2]):
+            for _ in range(4):  # queued ahead of the copy, so the copy runs late
+                slow = slow @ slow / 2048
+            got.append(batch.clone())  # on the GPU: the loop goes on before it runs
+    torch.cuda.synchronize()
+    assert_same_batches([batch.to("cpu") for batch in got], want)
 
 
 def test_leaving_a_pass_early_then_a_full_pass(monkeypatch, replay_on_cpu, device):

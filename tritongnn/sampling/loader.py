@@ -1060,7 +1060,10 @@ class NeighborLoader:
             self.cache.dynamic.new_epoch()
         batches = self._epoch_batches()
         if self._replays_batches():
-            yield from self.times.consumer(pipeline.BatchPipeline(self, batches))
+            if pipeline.FROM_PRODUCER:
+                yield from self.times.consumer(_Prefetcher(self, batches, replay=True))
+            else:
+                yield from self.times.consumer(pipeline.BatchPipeline(self, batches))
             return
         if self.device.type != "cuda" or self.prefetch == 0:
             yield from self.times.consumer(self._batches(batches))
@@ -1114,7 +1117,10 @@ def staging_group_sizes(num_batches: int, group: int) -> list[int]:
 
 class _Prefetcher:
     """Runs ``loader._batches`` in a producer thread on side CUDA streams,
-    ``loader.prefetch`` batches ahead of the consumer.
+    ``loader.prefetch`` batches ahead of the consumer; with ``replay``, a
+    ``pipeline.BatchPipeline`` instead (batches replayed from CUDA graphs,
+    ``prefetch`` in flight, one queued: each holds a slot), on a CPU too
+    (``pipeline.REPLAY_ON_CPU``: the tests).
 
     Why a thread and not just a side stream: a training step usually ends in
     ``loss.item()``, which leaves the GPU idle until the host asks for the next
@@ -1125,19 +1131,24 @@ class _Prefetcher:
 
     _DONE = object()
 
-    def __init__(self, loader: NeighborLoader, batches):
+    def __init__(self, loader: NeighborLoader, batches, replay: bool = False):
         self.loader, self.batches = loader, batches
-        self.queue = queue.Queue(maxsize=loader.prefetch)
+        self.cuda = loader.device.type == "cuda"
+        self.queue = queue.Queue(maxsize=1 if replay else loader.prefetch)
         self.stop = threading.Event()
         # sampling, gather with assembly, and group staging (``GroupReuse``):
         # the loader's own three streams, not new ones a pass (torch hands
         # streams out round robin from a pool of 32 per GPU: new ones each
         # pass soon came back as those of another loader's producer), never
         # a capture's (``new_stream``)
-        if loader._streams is None:
-            loader._streams = tuple(new_stream(loader.device, owner=loader) for _ in range(3))
-        self.stream, self.gather_stream, self.staging_stream = loader._streams
-        self.consumer = torch.cuda.current_stream(loader.device)
+        self.stream = self.gather_stream = self.staging_stream = self.consumer = None
+        if self.cuda:
+            if loader._streams is None:
+                loader._streams = tuple(new_stream(loader.device, owner=loader) for _ in range(3))
+            self.stream, self.gather_stream, self.staging_stream = loader._streams
+            self.consumer = torch.cuda.current_stream(loader.device)
+        # made here, on the loop's thread: it reads the loop's stream
+        self.replay = pipeline.BatchPipeline(loader, batches, from_producer=True) if replay else None
         self.thread = threading.Thread(target=self._produce, daemon=True)
         self.thread.start()
 
@@ -1150,24 +1161,34 @@ class _Prefetcher:
                 continue
         return False
 
+    def _items(self):
+        """``(batch, ready, built)`` of each batch, in order (``hand_over``)."""
+        if self.replay is not None:
+            yield from self.replay
+            return
+        # closed inside the stream's context: its end (the group staging's
+        # release) is queued on the producer's streams
+        with torch.cuda.stream(self.stream), contextlib.closing(
+                self.loader._batches(self.batches, self.gather_stream, self.staging_stream)) as batches:
+            for batch in batches:
+                ready = torch.cuda.Event()
+                ready.record(self.gather_stream)  # after the sampling it waited for
+                yield batch, ready, True
+
     def _produce(self) -> None:
         try:
-            torch.cuda.set_device(self.loader.device)
-            # The epoch's input ids were made on the consumer's stream: wait
-            # for them once, here, not per batch, or every batch would also
-            # wait for the training steps queued behind them.
-            self.stream.wait_stream(self.consumer)
+            if self.cuda:
+                torch.cuda.set_device(self.loader.device)
+                # The epoch's input ids were made on the consumer's stream: wait
+                # for them once, here, not per batch, or every batch would also
+                # wait for the training steps queued behind them.
+                self.stream.wait_stream(self.consumer)
             # closed here, on a stop too: its end (the group staging's
-            # release) is queued before the consumer fences its streams
-            with torch.cuda.stream(self.stream), \
-                    contextlib.closing(self.loader._batches(self.batches, self.gather_stream,
-                                                            self.staging_stream)) as batches:
-                for batch in batches:
-                    if self.stop.is_set():
-                        return
-                    ready = torch.cuda.Event()
-                    ready.record(self.gather_stream)  # after the sampling it waited for
-                    if not self._put((batch, ready)) or self.stop.is_set():
+            # release, the pipeline's fences) is queued before the consumer
+            # fences its streams
+            with contextlib.closing(self._items()) as items:
+                for item in items:
+                    if self.stop.is_set() or not self._put(item) or self.stop.is_set():
                         return
         except BaseException as error:  # handed to the consumer, raised there
             self._put(error)
@@ -1183,10 +1204,13 @@ class _Prefetcher:
                     return
                 if isinstance(item, BaseException):
                     raise item
-                batch, ready = item
-                # the stream current where this batch is asked for: a loop
-                # may step its model under a stream of its own
-                consumer = pipeline.hand_over(batch, ready, self.loader.device)
+                batch, ready, built = item
+                if self.cuda:
+                    # the stream current where this batch is asked for: a loop
+                    # may step its model under a stream of its own
+                    consumer = pipeline.hand_over(batch, ready, self.loader.device, built)
+                    if self.replay is not None:
+                        self.replay.read_on(consumer)
                 yield batch
         finally:
             self.stop.set()
@@ -1201,6 +1225,8 @@ class _Prefetcher:
             except queue.Empty:
                 pass
             self.thread.join()
+            if not self.cuda:
+                return
             # work the producer queued and nobody consumed (an epoch left
             # early) may still run on its streams: the consumer's stream, which
             # the next epoch's producer waits for first, waits for it, so the

@@ -1,14 +1,15 @@
-"""Batches replayed from CUDA graphs by the training loop's own thread.
+"""Batches replayed from CUDA graphs, a few batches ahead of the loop.
 
 Why: at ogbn-papers100M scale with every row in GPU memory, a GraphSAGE
 step is bound by the host, not the GPU (bench/results/README.md, twenty-third
 and twenty-fourth sessions): the training thread's Python takes the step's
-whole time, and the loader's producer thread, which spends ~1.1-1.3 ms of
+whole time, and the loader's producer thread, which spends ~1.0-1.3 ms of
 Python a batch sampling, gathering and assembling it, takes that time from
-the loop (one interpreter lock): an epoch took 1.5-1.6x the model alone on
-the same batches. Here a batch is two graph replays and a few views, issued
-by the loop's thread itself a few batches ahead, with no producer thread.
-Measured so far it is no faster (``REPLAY_BATCHES``): off by default.
+the loop (one interpreter lock). Here a batch is two graph replays and a few
+views (~0.55 ms of Python), issued either by the loader's producer thread,
+which queues each batch for the loop (``FROM_PRODUCER``, ``loader._Prefetcher``),
+or by the loop's thread itself as it asks for batches. Off by default
+(``REPLAY_BATCHES``) until measured faster.
 
 How: a ring of slots, each a ``PackedBatch`` (the sampler's graph: the
 hops, then the batch's ``node`` and edges packed into buffers sized by the
@@ -20,19 +21,24 @@ batch ``i``, the pipeline replays batch ``i + prefetch`` into a free slot
 (the sampling graph, then the gather graph, on the loader's sampling
 stream), then waits for batch ``i``'s sampling graph (long done: it was
 replayed ``prefetch`` steps ago), reads its sizes and hands out views of
-the slot's buffers, the loop's stream ordered after the gather graph.
+the slot's buffers, ordered after the gather graph: the stream current
+where the loop asks for it waits for it (on the loop's thread, here; from a
+producer, in ``hand_over`` as the loop takes it from the queue).
 
 A slot is free once nothing outside the pipeline holds a tensor viewing
 its buffers (their storages' use counts, not the batch objects: a view of a
 view, e.g. ``batch.x[:batch.batch_size]`` kept past the batch, holds it
-too); its next replay then waits for the work the loop's stream had queued
-when it was found free. A batch is read on the stream current where it was
-asked for (or on one ordered before that stream's later work); another
-stream that reads it after the loop has dropped it must be waited for
-before the next batch is asked for. Up to ``prefetch + 3`` slots: a loop
-that keeps every batch (``list(loader)``) gets the rest from the producer's
-path, batch by batch, as does a batch of another size (a short last batch)
-and every batch where a graph cannot be captured.
+too; so does a batch waiting in the producer's queue); its next replay then
+waits for the work the loop's streams had queued when it was found free
+(the stream current on the loop's thread; from a producer, every stream the
+loop has taken a batch on this pass). A batch is read on the stream current
+where it was asked for (or on one ordered before that stream's later work);
+another stream that reads it after the loop has dropped it must be waited
+for before the next batch is asked for. Up to ``prefetch + 3`` slots (one
+more from a producer, for its queue): a loop that keeps every batch
+(``list(loader)``) gets the rest from the producer's path, batch by batch,
+as does a batch of another size (a short last batch) and every batch where
+a graph cannot be captured.
 
 The batches are the producer's, bit for bit, for the same seed: the same
 sampler kernels draw the same per-hop seeds in batch order, and the gather
@@ -66,29 +72,42 @@ from .sampler import capture
 # short as with the producer, but 0.5 ms a batch in ``next`` (the sampling
 # graph's launch, the ``Data``) against the producer's 0.15; at 91e58fc,
 # its lookups of node attributes halved (``take_node_rows``), still no
-# faster (1.13 / 1.03 s against 1.04 / 1.04 / 1.01). The benchmark
-# switches it on (``--host-loaders``).
+# faster (1.13 / 1.03 s against 1.04 / 1.04 / 1.01), all replayed by the
+# loop's thread. The benchmark switches it on (``--host-loaders``).
 REPLAY_BATCHES = False
+# Who replays (with ``REPLAY_BATCHES``): the loader's producer thread, one
+# batch queued for the loop (True), or the loop's own thread as it asks for
+# each batch (False).
+FROM_PRODUCER = True
 # Replay on a CPU too, each "replay" run eagerly into the slot's buffers:
 # for the tests, under Triton's interpreter (the loader's CPU path is
 # otherwise the producer's, batch by batch).
 REPLAY_ON_CPU = False
 # Slots past ``prefetch + 2`` (the batch the loop holds, the one handed
-# out, ``prefetch`` in flight) for a loop that keeps a batch a step longer.
+# out, ``prefetch`` in flight; from a producer, one more: the queued batch)
+# for a loop that keeps a batch a step longer.
 SPARE_SLOTS = 1
+
+
+def most_slots(prefetch: int, from_producer: bool) -> int:
+    """The slots a pipeline of ``prefetch`` batches in flight keeps at most."""
+    return max(1, prefetch) + 2 + SPARE_SLOTS + int(from_producer)
 # (Replaying on the loop's own stream, in order with the model's kernels
 # rather than beside them, was tried and removed: at 3b01ce7 on the H200,
 # papers100M scale, no budget, one run, 1.11 s an epoch either way,
 # bench/results/README.md, twenty-seventh session.)
 
 
-def hand_over(batch: Data, ready, device) -> torch.cuda.Stream:
+def hand_over(batch: Data, ready, device, built: bool = True) -> torch.cuda.Stream:
     """Order a batch built on the producer's streams (done at ``ready``)
-    before the work of the stream current on ``device``, and keep its
+    before the work of the stream current on ``device``, and (``built``:
+    its tensors allocated there, not a replayed slot's views) keep its
     tensors from reuse by those streams until that work is done (freed by
     the loop, not by the streams that made them). Returns that stream."""
     consumer = torch.cuda.current_stream(device)
     consumer.wait_event(ready)
+    if not built:  # a slot's buffers: reused only once found free (``_Slot.found_free``)
+        return consumer
     for value in batch.to_dict().values():
         if isinstance(value, torch.Tensor) and value.is_cuda:
             value.record_stream(consumer)
@@ -124,7 +143,19 @@ class _Slot:
                                         + ([self.x] if self.x is not None else []) + list(self.attrs.values())))
         self.idle = [_use_count(t) for t in self.bases]
         self.handed = False  # handed out since it was last found free
-        self.free = torch.cuda.Event() if device.type == "cuda" else None
+        self._free_events: dict = {}  # one per stream the loop read batches on
+        self.free: list = []  # what its next replay waits for
+
+    def found_free(self, streams) -> None:
+        """Mark the slot's buffers free once the work ``streams`` hold now
+        (the loop's, which read them) is done."""
+        self.free = []
+        for stream in streams:
+            event = self._free_events.get(stream)
+            if event is None:
+                event = self._free_events[stream] = torch.cuda.Event()
+            event.record(stream)
+            self.free.append(event)
 
     def _gather(self) -> None:
         """The gather graph's work: ``n_id``, ``x`` and the node attributes
@@ -153,13 +184,17 @@ class _Slot:
 class BatchPipeline:
     """A pass of ``loader``'s ``batches`` (their input ids, in order),
     replayed ``loader.prefetch`` ahead by the thread iterating it (module
-    docstring)."""
+    docstring). Made on the loop's thread; with ``from_producer`` iterated
+    by the producer's, yielding ``(batch, ready, built)`` for ``hand_over``
+    on the loop's thread (which then reports its stream with ``read_on``),
+    else by the loop's, yielding batches its current stream is ordered after."""
 
-    def __init__(self, loader, batches):
+    def __init__(self, loader, batches, from_producer: bool = False):
         self.loader, self.batches = loader, iter(batches)
         self.cuda = loader.device.type == "cuda"
+        self.from_producer = from_producer
         self.depth = max(1, loader.prefetch)
-        self.most = self.depth + 2 + SPARE_SLOTS
+        self.most = most_slots(loader.prefetch, from_producer)
         self.in_flight: collections.deque = collections.deque()
         self.stream = self.gather_stream = self.consumer = None
         if self.cuda:
@@ -169,6 +204,15 @@ class BatchPipeline:
             self.consumer = torch.cuda.current_stream(loader.device)
             # the epoch's input ids were made on the loop's stream
             self.stream.wait_stream(self.consumer)
+        # the streams the loop has taken batches on this pass (a producer's
+        # slots wait for them all; replaced, not appended to: the producer
+        # reads it while the loop may add one)
+        self.consumers = (self.consumer,)
+
+    def read_on(self, stream) -> None:
+        """The loop took a batch on ``stream`` (from a producer's queue)."""
+        if stream not in self.consumers:
+            self.consumers = self.consumers + (stream,)
 
     def _stream(self, stream):
         return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
@@ -184,7 +228,8 @@ class BatchPipeline:
                 continue
             if slot.handed:  # the loop's work queued so far is all that read it
                 if self.cuda:
-                    slot.free.record(torch.cuda.current_stream(loader.device))
+                    slot.found_free(self.consumers if self.from_producer
+                                    else (torch.cuda.current_stream(loader.device),))
                 slot.handed = False
             return slot
         if len(slots) >= self.most or loader._slots_failed.get(batch_size):
@@ -225,8 +270,8 @@ class BatchPipeline:
         # each stream switch, wait and event is host time of the loop's own
         # thread (the timing's gather span starts where sampling ends)
         with self._stream(stream):
-            if self.cuda:
-                stream.wait_event(slot.free)  # (a no-op before its first record)
+            for event in slot.free:
+                stream.wait_event(event)
             start = times.mark(stream)
             slot.packed.replay(loader._seeds[input_id], rng)
             sampled = times.mark(stream)
@@ -234,13 +279,12 @@ class BatchPipeline:
             gathered = times.mark(stream)
         self.in_flight.append(("slot", slot, input_id, (start, sampled, gathered)))
 
-    def _hand_out(self, entry) -> Data:
+    def _hand_out(self, entry) -> tuple[Data, torch.cuda.Event | None, bool]:
+        """The batch of ``entry``, the event its work ends at (None on a
+        CPU), and whether it was built (not replayed into a slot)."""
         loader = self.loader
         if entry[0] == "built":
-            _, batch, ready = entry
-            if ready is not None:
-                hand_over(batch, ready, loader.device)
-            return batch
+            return entry[1], entry[2], True
         _, slot, input_id, (start, sampled, gathered) = entry
         if self.cuda:
             sampled.synchronize()  # the sizes in pinned memory (replayed steps ago: done)
@@ -258,8 +302,6 @@ class BatchPipeline:
             if self.cuda and stats.counts_on_device(loader._num_feature, loader._num_adjacency):
                 ready = torch.cuda.Event()
                 ready.record(self.gather_stream)
-        if self.cuda:
-            torch.cuda.current_stream(loader.device).wait_event(ready)
         n = out.node.numel()
         batch = Data(edge_index=mark_sorted_by_dst(edge_index), n_id=slot.n_id[:n])
         if slot.x is not None:
@@ -270,7 +312,7 @@ class BatchPipeline:
             batch[key] = buffer[:n]
         slot.handed = True
         loader.times.add_batch(start, sampled, sampled, gathered)  # the gather starts where sampling ends
-        return loader._complete(batch, input_id, out)
+        return loader._complete(batch, input_id, out), (ready if self.cuda else None), False
 
     def __iter__(self):
         loader = self.loader
@@ -285,14 +327,20 @@ class BatchPipeline:
                         self._launch(input_id)
                 if not self.in_flight:
                     return
-                yield self._hand_out(self.in_flight.popleft())
+                batch, ready, built = self._hand_out(self.in_flight.popleft())
+                if self.from_producer:
+                    yield batch, ready, built
+                else:
+                    if ready is not None:
+                        hand_over(batch, ready, loader.device, built)
+                    yield batch
         finally:
             # work replayed and never handed out (a pass left early) may
             # still run: the loop's stream, which the next pass's replays
             # wait for first, waits for it
             if self.cuda:
-                current = torch.cuda.current_stream(loader.device)
-                for stream in dict.fromkeys((self.consumer, current)):
+                current = () if self.from_producer else (torch.cuda.current_stream(loader.device),)
+                for stream in dict.fromkeys(self.consumers + current):
                     stream.wait_stream(self.stream)
                     stream.wait_stream(self.gather_stream)
             self.in_flight.clear()
