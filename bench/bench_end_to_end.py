@@ -90,7 +90,12 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   torch a batch in the loader's producer thread (each a no-op on a
   one-element CPU tensor, which releases and takes back the interpreter
   lock, as every torch op does), then N1 again: what one more lock
-  round trip a batch costs the training loop.
+  round trip a batch costs the training loop. With ``--alone-beside
+  H:G ...``, after the settings: the model alone beside a stand-in for
+  the loader's two costs, per step ``H`` ms of Python holding the
+  interpreter lock in another thread and ``G`` ms of HBM-bound GPU work
+  (a copy) on another stream, each pair in turn (``time_alone``): which of
+  the two a step pays for.
   ``--feature-dtype`` stores them so in every tritongnn loader of a run
   (the accuracy part's rows say so); ``--host-feature-dtype`` with the
   accuracy part adds seeds of our loader with that dtype beside them.
@@ -159,8 +164,10 @@ import importlib
 import itertools
 import json
 import os
+import queue
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -261,6 +268,9 @@ def parse_args():
                         "allocator.PICK_COST (bytes a list sector is charged; default: one row), then the first again")
     p.add_argument("--host-producer-ops", type=int, nargs="*", default=[],
                    help="with --parts host: the defaults with this many more torch calls a batch in the producer")
+    p.add_argument("--alone-beside", nargs="*", default=[],
+                   help="with --parts host: after the settings, the model alone beside H ms of another "
+                        "thread's Python and G ms of GPU copies a step, for each H:G given (e.g. 0:0 1:0 0:2)")
     p.add_argument("--host-loaders", nargs="*", default=[],
                    help="with --parts host: the defaults with each of these loader keyword sets (JSON, "
                         "e.g. '{\"super_batch\": 8, \"reuse\": \"group\"}'; '{}': the defaults; a key \"module.NAME\" "
@@ -277,6 +287,13 @@ def parse_args():
     args = p.parse_args()
     if args.alone_repeats < 1:
         p.error(f"--alone-repeats must be at least 1, got {args.alone_repeats}")
+    for pair in args.alone_beside:
+        try:
+            host_ms, gpu_ms = (float(v) for v in pair.split(":"))
+        except ValueError:
+            host_ms = gpu_ms = -1.0
+        if not (host_ms >= 0 and gpu_ms >= 0):
+            p.error(f"--alone-beside takes H:G pairs of milliseconds >= 0, got {pair!r}")
     return args
 
 
@@ -482,12 +499,13 @@ def cache_split(loader) -> dict:
                           expected_adjacency_hit_rate=plan.adjacency_hit_rate))
 
 
-def time_alone(model, optimizer, prepared, args, per_epoch, device) -> dict:
+def time_alone(model, optimizer, prepared, args, per_epoch, device, beside=None) -> dict:
     """The model alone on ``prepared`` batches: a pass over them (compiling),
     then ``--alone-repeats`` windows of ``--batches`` steps (0: an epoch's)
     cycling them; the median window, scaled to the epoch. One window of 20
     steps (0.1 s) measured 0.66-0.85 s an epoch on the same batches within
-    one run (2c56563), a spread that moved every ratio to it."""
+    one run (2c56563), a spread that moved every ratio to it. ``beside``: a
+    ``Beside`` whose work is started before each step."""
     for batch in prepared:
         train_step(model, optimizer, batch, trim=True)
     sync(device)
@@ -496,11 +514,67 @@ def time_alone(model, optimizer, prepared, args, per_epoch, device) -> dict:
     for _ in range(args.alone_repeats):
         start = time.perf_counter()
         for i in range(steps):
+            if beside is not None:
+                beside.step()
             train_step(model, optimizer, prepared[i % len(prepared)], trim=True)
         sync(device)
         windows.append((time.perf_counter() - start) * per_epoch / steps)
     return dict(epoch_seconds=statistics.median(windows), windows_seconds=windows, batches_timed=steps,
                 batches_per_epoch=per_epoch)
+
+
+class Beside:
+    """A stand-in for the loader beside the model (``--alone-beside``): each
+    ``step()`` has another thread run ``host_ms`` of Python holding the
+    interpreter lock, and queues ``gpu_ms`` of copies (HBM-bound, as the
+    loader's gather and id map are) on a stream of its own, which nothing
+    waits for until the window's end. The copy's size is calibrated alone
+    once; its time beside the model is what the window measures."""
+
+    def __init__(self, host_ms: float, gpu_ms: float, device):
+        self.host_s, self.gpu_ms, self.device = host_ms / 1e3, gpu_ms, device
+        self.requests = queue.Queue()
+        self.thread = None
+        if self.host_s > 0:
+            self.thread = threading.Thread(target=self._spin, daemon=True)
+            self.thread.start()
+        self.src = self.dst = None
+        if gpu_ms > 0 and device.type == "cuda":
+            self.stream = torch.cuda.Stream(device)
+            rows = 1 << 20  # 512 MB of 128 float32 a copy, calibrated below
+            self.src = torch.empty((rows, 128), dtype=torch.float32, device=device).uniform_()
+            self.dst = torch.empty_like(self.src)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self.dst.copy_(self.src)
+            start.record()
+            for _ in range(10):
+                self.dst.copy_(self.src)
+            end.record()
+            end.synchronize()
+            per_row = start.elapsed_time(end) / 10 / rows
+            self.rows = min(rows, max(1, int(gpu_ms / per_row)))
+            self.copies = max(1, round(gpu_ms / (per_row * self.rows)))
+
+    def _spin(self) -> None:
+        while True:
+            if self.requests.get() is None:
+                return
+            end = time.perf_counter() + self.host_s
+            while time.perf_counter() < end:  # Python bytecode: the lock held, as the producer's
+                pass
+
+    def step(self) -> None:
+        if self.thread is not None:
+            self.requests.put(True)
+        if self.src is not None:  # beside the model's kernels, as the loader's streams run
+            with torch.cuda.stream(self.stream):
+                for _ in range(self.copies):
+                    self.dst[:self.rows].copy_(self.src[:self.rows])
+
+    def close(self) -> None:
+        if self.thread is not None:
+            self.requests.put(None)
+            self.thread.join()
 
 
 def budget_bytes(budget_gb, all_bytes):
@@ -1285,6 +1359,19 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
         del model, optimizer
         unpatch()
         restore()
+    for pair in args.alone_beside:
+        host_ms, gpu_ms = (float(v) for v in pair.split(":"))
+        model, optimizer = make_model("sage", "tritongnn", args, device)
+        per_epoch = -(-graph["train"].numel() // args.batch_size)
+        beside = Beside(host_ms, gpu_ms, device)
+        try:
+            row = time_alone(model, optimizer, prepared, args, per_epoch, device, beside)
+        finally:
+            beside.close()
+        emit(dict(part="host", model="sage", name=f"model alone beside {host_ms:g} ms of Python, "
+                  f"{gpu_ms:g} ms of GPU copies a step", library="tritongnn", beside_host_ms=host_ms,
+                  beside_gpu_ms=gpu_ms, **row))
+        del model, optimizer, beside
     aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = default
     id_map_module.DIRECT_MAX_BYTES = direct_max
     allocator.PICK_COST = pick_cost
