@@ -147,3 +147,36 @@ def test_packed_batch_refuses_a_bad_batch_size(replay_on_cpu, batch_size):
     loader = NeighborLoader(random_data(), [4, 3], batch_size=37, device="cpu")
     with pytest.raises(ValueError, match="batch_size must be a positive int"):
         loader.sampler.packed_batch(batch_size)
+
+
+@pytest.mark.parametrize("slot_rows", [0.5, 1.0])
+def test_batches_past_a_slots_rows_are_completed(monkeypatch, replay_on_cpu, device, slot_rows):
+    # a slot holds SLOT_ROWS x the nodes of the largest batch seen when it was
+    # sized: below 1, every batch outgrows its slot (gathered anew, the slot
+    # sized again); at 1, those larger than the first batches do
+    monkeypatch.setattr(pipeline, "SLOT_ROWS", slot_rows)
+    data = random_data()
+    replayed, produced = loaders(monkeypatch, data, device, batch_size=16, drop_last=True,
+                                 placement="host", cache_budget=300 * 12 * 4 // 3)
+    sizes = []
+    for _ in range(2):
+        want = produced_pass(monkeypatch, produced)
+        assert_same_batches(batches(replayed), want)
+        sizes += [batch.num_nodes for batch in want]
+    slots = replayed._slots[16]
+    bound = slots[0].packed.node.numel()
+    assert all(slot.rows is None or 1 <= slot.rows < bound for slot in slots)
+    assert replayed._most_nodes == max(sizes)
+
+
+def test_a_gather_graph_refused_keeps_the_batch(monkeypatch, replay_on_cpu):
+    # a slot whose gather graph cannot be captured: its batch gathered anew,
+    # every later batch of the size from the producer's path
+    def refuse(self, num_nodes, most_seen):
+        raise RuntimeError("capture refused")
+    monkeypatch.setattr(pipeline._Slot, "size_rows", refuse)
+    data = random_data()
+    replayed, produced = loaders(monkeypatch, data, "cpu", batch_size=16, drop_last=True)
+    want = produced_pass(monkeypatch, produced)
+    assert_same_batches(batches(replayed), want)
+    assert replayed._slots_failed[16] and [slot.rows for slot in replayed._slots[16]] == [0]

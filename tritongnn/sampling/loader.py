@@ -357,6 +357,7 @@ class NeighborLoader:
         # (``pipeline.BatchPipeline``), and the sizes whose capture failed
         self._slots: dict[int, list] = {}
         self._slots_failed: dict[int, bool] = {}
+        self._most_nodes = 0  # nodes of the largest replayed batch so far (a new slot's rows)
         self._shards = None
         if self.world_size > 1:
             shuffle_seed = 0 if seed is None else int(seed)

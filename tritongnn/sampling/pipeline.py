@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import math
 
 import torch
 from torch_geometric.data import Data
@@ -83,6 +84,13 @@ FROM_PRODUCER = True
 # for the tests, under Triton's interpreter (the loader's CPU path is
 # otherwise the producer's, batch by batch).
 REPLAY_ON_CPU = False
+# A slot's ``x`` and node attributes hold this many times the nodes of the
+# largest batch seen when it was made, not the node buffer's bound (7.3M
+# rows of 512 B at ogbn-papers100M scale, batch 8000 at [15, 10, 5], where
+# a batch has ~3.0M nodes): a batch's node count varies by a few percent,
+# and one past the rows is completed eagerly (``_hand_out``), its slot sized
+# again when next free.
+SLOT_ROWS = 1.25
 # Slots past ``prefetch + 2`` (the batch the loop holds, the one handed
 # out, ``prefetch`` in flight; from a producer, one more: the queued batch)
 # for a loop that keeps a batch a step longer.
@@ -121,30 +129,41 @@ def _use_count(t: torch.Tensor) -> int:
 
 class _Slot:
     """One batch's graphs and buffers: the sampler's ``PackedBatch`` and the
-    loader's gather graph over its ``node`` buffer."""
+    loader's gather graph over its ``node`` buffer, whose ``x`` and node
+    attributes hold ``rows`` nodes (``size_rows``; None until the first
+    batch replayed into it is sampled)."""
 
     def __init__(self, loader, packed):
         self.loader, self.packed = loader, packed
-        device, bound = loader.device, packed.node.numel()
-        cache = loader.cache
-        self.n_id = packed.node if cache is None else torch.zeros_like(packed.node)
-        self.x = None
-        if loader.x is not None:
-            self.x = torch.empty((bound, loader.x.size(1)), dtype=loader._x_dtype, device=device)
-        self.attrs = {key: torch.empty((bound,) + value.shape[1:], dtype=value.dtype, device=device)
-                      for key, (value, _) in loader._node_attrs.items()}
+        self.n_id = packed.node if loader.cache is None else torch.zeros_like(packed.node)
+        self.rows = self.x = self.graph = None
+        self.attrs: dict = {}
         self._tiers = loader._feature_tiers()
-        self.graph = None
+        self.bases, self.idle = [], []
+        self.handed = False  # handed out since it was last found free
+        self._free_events: dict = {}  # one per stream the loop read batches on
+        self.free: list = []  # what its next replay waits for
+
+    def size_rows(self, num_nodes: int, most_seen: int) -> None:
+        """Give ``x`` and the node attributes ``SLOT_ROWS`` times the nodes of
+        the larger of this batch (``num_nodes``) and the largest seen
+        (``most_seen``), at most the node buffer's bound, and capture the
+        gather graph over them. Rows past them are not gathered: a batch
+        with more nodes is completed in ``_hand_out``."""
+        loader, bound, device = self.loader, self.packed.node.numel(), self.loader.device
+        rows = min(bound, max(1, math.ceil(SLOT_ROWS * max(num_nodes, most_seen))))
+        self.rows, self.graph = rows, None
+        if loader.x is not None:
+            self.x = torch.empty((rows, loader.x.size(1)), dtype=loader._x_dtype, device=device)
+        self.attrs = {key: torch.empty((rows,) + value.shape[1:], dtype=value.dtype, device=device)
+                      for key, (value, _) in loader._node_attrs.items()}
         if device.type == "cuda":
             self.graph, _ = capture(self._gather)
         # the buffers handed out, and the tensors viewing each while none is
         # (the storage's own reference: the tensor kept here)
-        self.bases = list(dict.fromkeys([packed.node, packed.edges, self.n_id]
+        self.bases = list(dict.fromkeys([self.packed.node, self.packed.edges, self.n_id]
                                         + ([self.x] if self.x is not None else []) + list(self.attrs.values())))
         self.idle = [_use_count(t) for t in self.bases]
-        self.handed = False  # handed out since it was last found free
-        self._free_events: dict = {}  # one per stream the loop read batches on
-        self.free: list = []  # what its next replay waits for
 
     def found_free(self, streams) -> None:
         """Mark the slot's buffers free once the work ``streams`` hold now
@@ -161,14 +180,15 @@ class _Slot:
         """The gather graph's work: ``n_id``, ``x`` and the node attributes
         of the packed ``node`` buffer (all of it for ``n_id``'s lookup, whose
         past-the-batch ids are in range; the first ``num_nodes`` rows of
-        ``x`` and of the attributes, a count the device holds)."""
-        loader, node = self.loader, self.packed.node
+        ``x`` and of the attributes, a count the device holds, at most
+        ``rows``)."""
+        loader, node, rows = self.loader, self.packed.node, self.rows
         if loader.cache is not None:
             torch.index_select(loader.cache.order, 0, node, out=self.n_id)
         if self.x is not None:
-            gather_rows(loader.x, node, self.x, **self._tiers, validate=False, count=self.packed.num_nodes)
+            gather_rows(loader.x, node[:rows], self.x, **self._tiers, validate=False, count=self.packed.num_nodes)
         for key, (value, _) in loader._node_attrs.items():
-            take_node_rows(value, self.n_id, self.attrs[key], count=self.packed.num_nodes)
+            take_node_rows(value, self.n_id[:rows], self.attrs[key], count=self.packed.num_nodes)
 
     def replay_gather(self) -> None:
         if self.graph is None:
@@ -221,6 +241,8 @@ class BatchPipeline:
         """A slot for a batch of ``batch_size`` seeds that no batch in flight
         or held uses (a new one while fewer than ``most``), or None."""
         loader = self.loader
+        if loader._slots_failed.get(batch_size):
+            return None
         slots = loader._slots.setdefault(batch_size, [])
         busy = {id(entry[1]) for entry in self.in_flight if entry[0] == "slot"}
         for slot in slots:
@@ -275,7 +297,14 @@ class BatchPipeline:
             start = times.mark(stream)
             slot.packed.replay(loader._seeds[input_id], rng)
             sampled = times.mark(stream)
-            slot.replay_gather()
+            if slot.rows is None:  # a new slot, or one a batch outgrew: sized by this batch (one sync)
+                try:
+                    slot.size_rows(int(slot.packed.num_nodes.item()), loader._most_nodes)
+                except RuntimeError:  # its gather graph refused: completed eagerly, no more slots of the size
+                    loader._slots_failed[input_id.numel()] = True
+                    slot.rows = 0
+            if slot.rows:
+                slot.replay_gather()
             gathered = times.mark(stream)
         self.in_flight.append(("slot", slot, input_id, (start, sampled, gathered)))
 
@@ -289,30 +318,50 @@ class BatchPipeline:
         if self.cuda:
             sampled.synchronize()  # the sizes in pinned memory (replayed steps ago: done)
         out, edge_index = slot.packed.outputs()
-        ready = gathered
-        stats = loader.host_stats
-        if stats is not None:
-            # counted on the gather stream, where the producer's path counts
-            # (one stream adds to the counters), the loop ordered after it
+        n = out.node.numel()
+        loader._most_nodes = max(loader._most_nodes, n)
+        n_id, x = slot.n_id[:n], None if slot.x is None else slot.x[:n]
+        attrs = {key: buffer[:n] for key, buffer in slot.attrs.items()}
+        ready, built, stats = gathered, False, loader.host_stats
+        if n > slot.rows or stats is not None:
+            # on the gather stream, after the gather graph: the producer's
+            # path counts there (one stream adds to the counters)
             if self.cuda:
                 self.gather_stream.wait_event(gathered)
             with self._stream(self.gather_stream):
-                stats.record(out.node, out.col, out.num_sampled_nodes, loader._num_feature,
-                             loader._num_adjacency)
-            if self.cuda and stats.counts_on_device(loader._num_feature, loader._num_adjacency):
+                if n > slot.rows:  # past the slot's rows: gathered anew, the slot sized again when next free
+                    n_id, x, attrs = self._gather_anew(slot, out.node)
+                    slot.rows, built = None if slot.rows else 0, True
+                if stats is not None:
+                    stats.record(out.node, out.col, out.num_sampled_nodes, loader._num_feature,
+                                 loader._num_adjacency)
+            if self.cuda and (built or stats.counts_on_device(loader._num_feature, loader._num_adjacency)):
                 ready = torch.cuda.Event()
                 ready.record(self.gather_stream)
-        n = out.node.numel()
-        batch = Data(edge_index=mark_sorted_by_dst(edge_index), n_id=slot.n_id[:n])
-        if slot.x is not None:
-            batch.x = slot.x[:n]
+        batch = Data(edge_index=mark_sorted_by_dst(edge_index), n_id=n_id)
+        if x is not None:
+            batch.x = x
         if loader.x is None or loader._set_num_nodes:
             batch.num_nodes = n
-        for key, buffer in slot.attrs.items():
-            batch[key] = buffer[:n]
+        for key, value in attrs.items():
+            batch[key] = value
         slot.handed = True
         loader.times.add_batch(start, sampled, sampled, gathered)  # the gather starts where sampling ends
-        return loader._complete(batch, input_id, out), (ready if self.cuda else None), False
+        return loader._complete(batch, input_id, out), (ready if self.cuda else None), built
+
+    def _gather_anew(self, slot: _Slot, node: torch.Tensor):
+        """``n_id``, ``x`` and the node attributes of a batch's ``node``, in
+        tensors of their own (the producer's ``_assemble``): a batch with
+        more nodes than its slot's rows, or one whose slot has no gather
+        graph (``rows`` 0)."""
+        loader = self.loader
+        n_id = node if loader.cache is None else loader.cache.order.index_select(0, node)
+        x = None
+        if loader.x is not None:
+            x = torch.empty((node.numel(), loader.x.size(1)), dtype=loader._x_dtype, device=node.device)
+            gather_rows(loader.x, node, x, **slot._tiers, validate=False)
+        attrs = {key: value.index_select(0, n_id) for key, (value, _) in loader._node_attrs.items()}
+        return n_id, x, attrs
 
     def __iter__(self):
         loader = self.loader
