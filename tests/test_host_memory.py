@@ -11,6 +11,7 @@ release; and errors on one rank raised on both rather than hanging.
 import errno
 import gc
 import glob
+import mmap
 import os
 import time
 import uuid
@@ -496,3 +497,29 @@ def test_two_ranks_store_features_narrow_with_one_conversion(tmp_path):
         assert "row 123 has values past its range" in r["range_error"] and r["failure_seconds"] < 60
     assert one["none"]["anon_growth"] < 0.5 * stored_bytes
     assert one["part"]["anon_growth"] < 0.5 * stored_bytes
+
+
+def test_pinned_memory_freed_during_a_capture_is_unregistered_after_it(monkeypatch):
+    # unregistering syncs the GPU, which a capture open in any thread
+    # forbids: a mapping freed meanwhile waits, alive and mapped, for the
+    # last capture to end (a skipped unregister left the range registered
+    # past its unmap, and a later mapping there failed to register)
+    unregistered = []
+    monkeypatch.setattr(host_memory._Mapping, "unregister",
+                        lambda self: unregistered.append(self.pinned) or setattr(self, "pinned", None))
+
+    def mapping(ptr):
+        m = host_memory._Mapping(-1, 4096, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+        m.pinned = (ptr, torch.device("cuda"))  # as pin() leaves it, without a GPU
+        return m
+
+    m = mapping(1)
+    del m
+    assert unregistered == [(1, torch.device("cuda"))]  # no capture: at once
+    with host_memory.capturing():
+        with host_memory.capturing():  # nested (two threads' captures)
+            m = mapping(2)
+            del m
+            gc.collect()
+        assert len(unregistered) == 1 and len(host_memory._deferred) == 1
+    assert unregistered[1] == (2, torch.device("cuda")) and not host_memory._deferred

@@ -37,6 +37,7 @@ no lock and can be removed by hand.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import mmap
@@ -45,6 +46,7 @@ import os
 import re
 import socket
 import sys
+import threading
 import uuid
 import warnings
 
@@ -100,18 +102,50 @@ def format_bytes(nbytes: float) -> str:
     return f"{int(nbytes)} B"
 
 
+# Pinned mappings freed while the process captures a CUDA graph (any
+# thread: the cyclic GC runs where it likes, the capturing thread too):
+# unregistering one then (a device-wide sync first) would fail and break
+# the capture, and skipping it left the range registered past its unmap, so
+# that a later mapping at the same address failed to register (seen on the
+# H200 with a gather graph captured every batch). They wait here, alive,
+# until no capture is open (``capturing``).
+_captures = 0
+_deferred: list = []
+_deferred_lock = threading.RLock()  # (reentrant: a __del__ may run inside it, in the same thread)
+
+
+@contextlib.contextmanager
+def capturing():
+    """Wrap a CUDA graph capture: pinned host memory freed meanwhile is
+    unregistered and unmapped once no capture is open, not during one."""
+    global _captures
+    with _deferred_lock:
+        _captures += 1
+    try:
+        yield
+    finally:
+        with _deferred_lock:
+            _captures -= 1
+            pending = list(_deferred) if _captures == 0 else []
+            if pending:
+                _deferred.clear()
+        for mapping in pending:
+            mapping.release()
+
+
 class _Mapping(mmap.mmap):
     """An ``mmap`` that, when pinned, unregisters itself from CUDA before it
     is unmapped. Tensors made by ``torch.frombuffer`` hold a reference to it,
-    so that happens after the last of them is freed."""
+    so that happens after the last of them is freed (after the capture open
+    then, if one is: ``capturing``)."""
 
     def pin(self, ptr: int, nbytes: int, device: torch.device) -> None:
         torch.cuda.check_error(torch.cuda.cudart().cudaHostRegister(ptr, nbytes, _REGISTER_FLAGS))
         self.pinned = (ptr, device)
 
-    def __del__(self):
-        pinned = getattr(self, "pinned", None)
-        if pinned is None or sys.is_finalizing():  # at exit the CUDA context may be gone before us
+    def unregister(self) -> None:
+        pinned, self.pinned = getattr(self, "pinned", None), None
+        if pinned is None:
             return
         ptr, device = pinned
         try:
@@ -119,6 +153,23 @@ class _Mapping(mmap.mmap):
             torch.cuda.cudart().cudaHostUnregister(ptr)
         except Exception:  # __del__ must not raise; the unmap that follows frees the pages either way
             pass
+
+    def release(self) -> None:
+        """Unregister and unmap (a mapping kept past its ``__del__``)."""
+        self.unregister()
+        try:
+            self.close()
+        except BufferError:  # still exported (cannot be: it was freed); unmapped when collected
+            pass
+
+    def __del__(self):
+        if getattr(self, "pinned", None) is None or sys.is_finalizing():  # at exit CUDA may be gone before us
+            return
+        with _deferred_lock:
+            if _captures:
+                _deferred.append(self)  # alive again until the capture ends (a finalizer runs once)
+                return
+        self.unregister()
 
 
 def pinned_empty(shape, dtype: torch.dtype, device=None) -> torch.Tensor:

@@ -68,7 +68,7 @@ from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
 from .._checks import check_ids_in_range, check_positive_int
 from ..graph import CSCGraph
-from ..host_memory import pinned_empty
+from ..host_memory import capturing, pinned_empty
 from ..kernels import IdMap, draw_seeds, pack_prefixes, sample_neighbors
 from ..kernels.id_map import DirectTable, direct_fits
 from ..kernels.sample import MAX_FANOUT, check_method
@@ -182,7 +182,8 @@ def capture(fn):
         index = torch.cuda.current_device()  # the caller's (its entry points make it current)
         if index not in _capture_streams:
             _capture_streams[index] = new_stream(index, reserve=True)
-        with torch.cuda.graph(graph, stream=_capture_streams[index], capture_error_mode="relaxed"):
+        # (pinned host memory freed meanwhile is unregistered after it: host_memory.capturing)
+        with capturing(), torch.cuda.graph(graph, stream=_capture_streams[index], capture_error_mode="relaxed"):
             result = fn()
     return graph, result
 
