@@ -25,6 +25,7 @@ import torch.multiprocessing as mp
 from tritongnn import NeighborLoader
 from tritongnn import host_memory
 from tritongnn.host_memory import SHM_DIR, NoRoom, _map, memory_usage
+from tritongnn.kernels import _launch
 from tritongnn.kernels._launch import reference_on_cpu
 
 from test_loader import random_data
@@ -214,6 +215,11 @@ def _worker(rank, world_size, init, out_dir, device, job):
             if device == "cuda":
                 out["pinned_stats"] = {k: v for k, v in torch.cuda.host_memory_stats().items()
                                        if "current" in k}
+                # this thread's sizes buffer (kernels._launch.host_list keeps one a
+                # thread, by design: the cache's profile sampled on this one), in
+                # torch's blocks, rounded up to a power of two
+                kept = [t for t in vars(_launch._host_reads).values() if isinstance(t, torch.Tensor)]
+                out["pinned_kept"] = sum(1 << max(9, (t.nbytes - 1).bit_length()) for t in kept)
 
             # with a cache: part of the graph on the device (and a dynamic cache), or all of it
             row_bytes = WIDTH * 4
@@ -312,7 +318,8 @@ def check_two_ranks(ranks):
     # arrays were all freed, measured at 4585e17.)
     for r in ranks:
         assert r["arrays_tracked"] >= 5 and r["arrays_alive_after_release"] == 0
-        assert r.get("pinned_stats", {}).get("allocated_bytes.current", 0) == 0, r.get("pinned_stats")
+        allocated = r.get("pinned_stats", {}).get("allocated_bytes.current", 0)
+        assert allocated <= r.get("pinned_kept", 0), (r.get("pinned_stats"), r.get("pinned_kept"))
     for rows in (20, 10**6):
         num_adjacency, num_feature = zero[f"cache{rows}"]["plan"]
         # shared: the relabelled tiers the plan leaves in host memory (the
