@@ -16,11 +16,11 @@ the GPU. The next batches are prepared on side CUDA streams while the model
 runs on the current one (sampling on one, the gather and assembly on
 another, so one batch's gather overlaps the next one's sampling); the batch
 handed over is ordered after their work, built by a producer thread
-(``_Prefetcher``). With ``pipeline.REPLAY_BATCHES`` (off: measured no
-faster so far), where nothing a batch reads changes between batches
-(``_replays_batches``), each batch is instead two CUDA graph replays issued
-by the training loop's own thread a few batches ahead
-(``pipeline.BatchPipeline``).
+(``_Prefetcher``). With ``pipeline.REPLAY_BATCHES`` (off: faster with
+every row in GPU memory, not through PCIe, and more memory), where nothing
+a batch reads changes between batches (``_replays_batches``), each batch is
+instead two CUDA graph replays a few batches ahead, issued by the same
+producer thread (``pipeline.BatchPipeline``).
 
 With no GPU the same loader runs on the CPU, through the pure-torch
 references of the kernels.
@@ -174,8 +174,8 @@ class NeighborLoader:
         prefetch: batches prepared ahead on side streams by a producer
             thread (GPU only; 0 = prepare each batch when asked; with
             ``sampling.pipeline.REPLAY_BATCHES``, replayed from CUDA graphs
-            by the loop's thread into ``prefetch + 3`` slots the batches
-            view, each sized by the fanouts' bound). One pass
+            into ``prefetch + 4`` slots the batches view, each holding
+            1.25x the nodes of the largest batch seen). One pass
             at a time: the loader's sampler, caches and staging serve one
             epoch, so ``iter(loader)`` ends any pass still open (its
             iterator stops; ``zip(loader, loader)`` yields nothing). Each

@@ -9,7 +9,7 @@ the loop (one interpreter lock). Here a batch is two graph replays and a few
 views (~0.55 ms of Python), issued either by the loader's producer thread,
 which queues each batch for the loop (``FROM_PRODUCER``, ``loader._Prefetcher``),
 or by the loop's thread itself as it asks for batches. Off by default
-(``REPLAY_BATCHES``) until measured faster.
+(``REPLAY_BATCHES``: faster with no budget, not at 24 GB, and more memory).
 
 How: a ring of slots, each a ``PackedBatch`` (the sampler's graph: the
 hops, then the batch's ``node`` and edges packed into buffers sized by the
@@ -74,7 +74,12 @@ from .sampler import capture
 # graph's launch, the ``Data``) against the producer's 0.15; at 91e58fc,
 # its lookups of node attributes halved (``take_node_rows``), still no
 # faster (1.13 / 1.03 s against 1.04 / 1.04 / 1.01), all replayed by the
-# loop's thread. The benchmark switches it on (``--host-loaders``).
+# loop's thread. Replayed by the producer thread (``FROM_PRODUCER``, 45cff5c
+# to 2dc22fd, six windows of three runs, no budget): 0.86-0.98 s against
+# the producer's built batches' 0.93-1.07 (7 % faster on average), for
+# 8-19 GB more peak GPU memory; at 24 GB 2 % slower (3.35 against 3.28 s)
+# and 10 GB more. Off until it wins where the epoch is bound by PCIe too.
+# The benchmark switches it on (``--host-loaders``).
 REPLAY_BATCHES = False
 # Who replays (with ``REPLAY_BATCHES``): the loader's producer thread, one
 # batch queued for the loop (True), or the loop's own thread as it asks for
