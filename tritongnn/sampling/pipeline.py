@@ -100,15 +100,15 @@ SLOT_ROWS = 1.25
 # out, ``prefetch`` in flight; from a producer, one more: the queued batch)
 # for a loop that keeps a batch a step longer.
 SPARE_SLOTS = 1
+# (Replaying on the loop's own stream, in order with the model's kernels
+# rather than beside them, was tried and removed: at 3b01ce7 on the H200,
+# papers100M scale, no budget, one run, 1.11 s an epoch either way,
+# bench/results/README.md, twenty-seventh session.)
 
 
 def most_slots(prefetch: int, from_producer: bool) -> int:
     """The slots a pipeline of ``prefetch`` batches in flight keeps at most."""
     return max(1, prefetch) + 2 + SPARE_SLOTS + int(from_producer)
-# (Replaying on the loop's own stream, in order with the model's kernels
-# rather than beside them, was tried and removed: at 3b01ce7 on the H200,
-# papers100M scale, no budget, one run, 1.11 s an epoch either way,
-# bench/results/README.md, twenty-seventh session.)
 
 
 def hand_over(batch: Data, ready, device, built: bool = True) -> torch.cuda.Stream:
