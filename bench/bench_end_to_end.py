@@ -65,8 +65,9 @@ Parts (``--parts``; each fits one 10-minute call on an H200 alone):
   bound by the host pays for the producer's Python too: the two threads
   share one interpreter lock. With ``--threads-loaders``, each keyword set
   in turn; where it replays batches (``pipeline.REPLAY_BATCHES``), the
-  pipeline's two calls on the training thread are timed (``replay
-  (launch)``, ``hand out``) and profiled in the last pass instead.
+  pipeline's two calls are timed on the thread that makes them (``replay
+  (launch)``, ``hand out``: the producer's, or the loop's without
+  ``pipeline.FROM_PRODUCER``) and profiled in the last pass instead.
 * ``host``: the host's share of a step, switched off and on in one run: the
   recommended configuration at each budget, and the model alone, with the
   aggregation checking every layer's edge order (a host sync each,
@@ -1157,7 +1158,7 @@ def thread_times(args, data, graph, all_bytes, device):
     timed = [(sampler_module.NeighborSampler, "sample", "sample (all)"), (sampler_module, "host_list", "sizes sync"),
              (loader_module.NeighborLoader, "_assemble", "assemble (all)"), (loader_module, "gather_rows", "gather_rows"),
              (dual_module.CacheStats, "record", "stats.record"),
-             # the replayed path (REPLAY_BATCHES), on the training thread
+             # the replayed path (REPLAY_BATCHES), on the producer thread (or the loop's: FROM_PRODUCER)
              (pipeline_module.BatchPipeline, "_launch", "replay (launch)"),
              (pipeline_module.BatchPipeline, "_hand_out", "hand out")]
     kept = [(owner, name, getattr(owner, name)) for owner, name, _ in timed]
