@@ -7,7 +7,14 @@ from hypothesis import given, strategies as st
 from tritongnn.kernels import IdMap, reference
 from tritongnn.kernels import id_map as id_map_module
 
-KINDS = ["direct", "hash"]
+@pytest.fixture(params=["direct", "direct_prior", "hash"])
+def kind(request, monkeypatch):
+    """The map's kind; "direct_prior": a direct map whose flag pass reads
+    what its inserts found (``id_map.PRIOR_WORDS``)."""
+    if request.param == "direct_prior":
+        monkeypatch.setattr(id_map_module, "PRIOR_WORDS", True)
+        return "direct"
+    return request.param
 
 
 def grouped(batch_sizes, device):
@@ -34,7 +41,6 @@ def run_hops(id_map, seeds, seeds_batch, hops, last=False):
     return [t.cpu() for t in out]
 
 
-@pytest.mark.parametrize("kind", KINDS)
 @given(num_nodes=st.integers(1, 300), num_batches=st.integers(1, 3), data=st.data(),
        capacity=st.sampled_from([1, 16, 4096]))
 def test_id_map_matches_reference(device, kind, num_nodes, num_batches, capacity, data):
@@ -62,7 +68,6 @@ def test_id_map_matches_reference(device, kind, num_nodes, num_batches, capacity
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_id_map_semantics(device, kind):
     # Two sub-batches share node 5 and node 7 but keep their own ids.
     m = IdMap(10, 2, 4, device, kind=kind)
@@ -81,7 +86,6 @@ def test_id_map_semantics(device, kind):
     assert m.num_nodes_per_batch.tolist() == [4, 3]
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_no_insert_after_the_last_hop(device, kind):
     # a last hop stores no local ids: a hop after it would miss its nodes,
     # so it is refused until the next batch starts
@@ -105,7 +109,6 @@ def test_slots_are_int32_where_the_table_allows(device):
         == torch.int32
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_per_batch_counts_from_cand_ptr_equal_the_counted_ones(device, kind):
     # the sampler passes each hop's edge_ptr: the same map as counting the
     # candidates of each sub-batch one by one
@@ -178,7 +181,6 @@ def test_id_map_widens_to_int64_before_stamps_pass_int32(device, monkeypatch):
         assert_matches_reference(m, 60, seeds, seeds_batch, hops)  # the same map, a second batch
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_map_of_k_started_without_sub_batches(device, kind):
     # a map sized for K sub-batches used for one batch (no seeds_batch): the
     # seeds and the later hops' nodes are sub-batch 0's, counts stay [K]
@@ -189,7 +191,6 @@ def test_map_of_k_started_without_sub_batches(device, kind):
     assert_matches_reference(IdMap(10, 3, 16, device, kind=kind), 10, seeds, None, hops)
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_a_batch_sees_nothing_of_the_batches_before(device, kind):
     # one map, batch after batch: every batch equals the reference's fresh
     # map (a direct table's words of earlier batches must read as free),
@@ -257,3 +258,34 @@ def test_a_direct_table_given_to_a_hash_map_is_refused(device):
     table = id_map_module.DirectTable(100, device)
     with pytest.raises(ValueError, match="a direct table was given for a hash map"):
         IdMap(50, 2, 16, device, kind="hash", direct=table)
+
+
+@given(keys=st.lists(st.integers(0, 5), min_size=1, max_size=40), data=st.data())
+def test_prior_words_flag_first_occurrences_in_any_arrival_order(keys, data):
+    # PRIOR_WORDS' protocol (the insert and flag kernels' arithmetic, in
+    # Python): each candidate's atomic max returns the word it found; a claim
+    # of this hop it beat is marked displaced; a candidate is its node's first
+    # occurrence iff it found a smaller word and was never displaced. Triton's
+    # interpreter runs lanes in position order, where no claim is ever
+    # beaten: here the arrival order is any permutation (a GPU's)
+    shift, local_bit, low_max = id_map_module.TAG_SHIFT, id_map_module.LOCAL_BIT, id_map_module.LOW_MAX
+    tag, stamp_base = 5, 7  # a later hop of the batch: positions start past the earlier hops'
+    table = {k: data.draw(st.sampled_from([0, (tag - 1) << shift | 3,  # free, an earlier batch's word
+                                           tag << shift | local_bit | 2]))  # an earlier hop's node
+             for k in set(keys)}
+    known = {k for k, word in table.items() if word & local_bit and word >> shift == tag}
+
+    def claim(i):
+        return tag << shift | (low_max - (stamp_base + i))
+    order = data.draw(st.permutations(range(len(keys))))
+    prior, displaced = [0] * len(keys), [0] * len(keys)
+    for i in order:
+        old = table[keys[i]]
+        table[keys[i]] = max(old, claim(i))
+        prior[i] = old
+        pos = low_max - (old & low_max) - stamp_base
+        if old < claim(i) and old >> shift == tag and not old & local_bit and 0 <= pos < len(keys):
+            displaced[pos] = 1
+    flags = [prior[i] < claim(i) and not displaced[i] for i in range(len(keys))]
+    first = [keys[i] not in known and keys.index(keys[i]) == i for i in range(len(keys))]
+    assert flags == first

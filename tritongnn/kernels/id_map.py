@@ -97,6 +97,16 @@ TAG_SHIFT = 37
 LOCAL_BIT = 1 << 36          # kind 1: low is the node's local id; kind 0: LOW_MAX - the claimant's position
 LOW_MAX = (1 << 36) - 1      # positions and local ids below 2^36 (far past any GPU's memory)
 TAG_MAX = (1 << 26) - 1      # batches between two clears of the table (a module constant: tests lower it)
+# A direct map's flag pass from what each candidate's insert found (its
+# atomic's old word, ``prior``, and ``displaced``: marked by whichever
+# later-arriving candidate of the hop beat its claim), not by reading the
+# table back; and the assign reads the table only for a new node's later
+# occurrences (the module docstring's passes, otherwise unchanged: the same
+# ids). Off until measured on a GPU: the insert's atomics then return their
+# old word, which the flag pass's random reads (~0.1 ms a batch of 8000 at
+# papers100M scale) must outweigh. On a CPU (Triton's interpreter) lanes
+# run in position order, so no claim is ever beaten there.
+PRIOR_WORDS = False
 _TAG_SHIFT, _LOCAL_BIT, _LOW_MAX = tl.constexpr(TAG_SHIFT), tl.constexpr(LOCAL_BIT), tl.constexpr(LOW_MAX)
 
 
@@ -138,6 +148,8 @@ def _insert_kernel(
     cand_batch,  # [bound] int64 sub-batch of each candidate (if HAS_BATCH)
     num_cand,    # [1] int64 device scalar: valid prefix
     out_slot,    # [bound] int32 (tables of < 2^31 slots) or int64 out: slot of each candidate
+    prior,       # [bound] int64 out (PRIOR): the word each candidate's atomic found
+    displaced,   # [bound] int8, zeroed (PRIOR): set for a claim a later-arriving earlier candidate beat
     bound,
     num_nodes,   # key = sub_batch * num_nodes + node
     stamp_base,  # stamp of the candidate at position 0
@@ -146,6 +158,7 @@ def _insert_kernel(
     EMPTY: tl.constexpr,
     HAS_BATCH: tl.constexpr,
     DIRECT: tl.constexpr,
+    PRIOR: tl.constexpr,  # DIRECT only (``PRIOR_WORDS``)
     BLOCK: tl.constexpr,
 ):
     i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -158,7 +171,21 @@ def _insert_kernel(
     # itself, and the flag and assign passes read the table in later launches.
     if DIRECT:  # the key is the slot: one atomic, no probing
         b_slot = b_key
-        tl.atomic_max(table + b_slot, _position_word(tl.load(tag), stamp_base + i_c), mask=m_c, sem="relaxed")
+        b_tag = tl.load(tag)
+        b_claim = _position_word(b_tag, stamp_base + i_c)
+        if PRIOR:
+            # The word found tells the flag pass (``PRIOR_WORDS``) what it would
+            # read back: a claim below ours (another batch's, or one of this
+            # hop's later candidates) left us holding the word, for now; a
+            # claim of this hop we beat is not its node's first occurrence.
+            b_old = tl.atomic_max(table + b_slot, b_claim, mask=m_c, sem="relaxed")
+            tl.store(prior + i_c, b_old, mask=m_c)
+            b_beaten = (b_old >> _TAG_SHIFT == b_tag) & ((b_old & _LOCAL_BIT) == 0)
+            b_pos = _LOW_MAX - (b_old & _LOW_MAX) - stamp_base
+            m_beaten = m_c & b_beaten & (b_old < b_claim) & (b_pos >= 0) & (b_pos < bound)
+            tl.store(displaced + b_pos, tl.full([BLOCK], 1, tl.int8), mask=m_beaten)
+        else:
+            tl.atomic_max(table + b_slot, b_claim, mask=m_c, sem="relaxed")
     else:
         b_slot = _slot_of(table, b_key, m_c, cap_mask, hash_shift, EMPTY)
         tl.atomic_min(table + b_slot * 4 + 1, (stamp_base + i_c).to(table.dtype.element_ty), mask=m_c,
@@ -169,19 +196,26 @@ def _insert_kernel(
 @triton.jit(do_not_specialize=["bound", "stamp_base"])
 def _flag_kernel(
     table, tag, out_slot, num_cand,
+    prior, displaced,  # from _insert_kernel (PRIOR)
     flags,       # [bound] int32 out: 1 iff the candidate is its node's first occurrence this hop
     bound, stamp_base,
     DIRECT: tl.constexpr,
+    PRIOR: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m_slot = i_c < bound
     m_c = m_slot & (i_c < tl.load(num_cand))
-    b_slot = tl.load(out_slot + i_c, mask=m_c, other=0).to(tl.int64)
-    if DIRECT:
+    if PRIOR:  # no read of the table: it held the word when it came, and nothing beat it since
+        b_prior = tl.load(prior + i_c, mask=m_c, other=0)
+        b_beaten = tl.load(displaced + i_c, mask=m_c, other=0)
+        b_first = (b_prior < _position_word(tl.load(tag), stamp_base + i_c)) & (b_beaten == 0)
+    elif DIRECT:
+        b_slot = tl.load(out_slot + i_c, mask=m_c, other=0).to(tl.int64)
         b_word = tl.load(table + b_slot, mask=m_c, other=0)
         b_first = b_word == _position_word(tl.load(tag), stamp_base + i_c)
     else:
+        b_slot = tl.load(out_slot + i_c, mask=m_c, other=0).to(tl.int64)
         b_stamp = tl.load(table + b_slot * 4 + 1, mask=m_c, other=-1).to(tl.int64)
         b_first = b_stamp == stamp_base + i_c
     tl.store(flags + i_c, (m_c & b_first).to(tl.int32), mask=m_slot)
@@ -192,6 +226,8 @@ def _assign_kernel(
     table,       # hash: [cap, 4] rows: key, stamp, local id (of the slot's node); DIRECT: words
     tag,         # [1] int64 device (DIRECT)
     out_slot, cand, cand_batch, num_cand,
+    flags,       # [bound] int32 from _flag_kernel (PRIOR)
+    prior,       # [bound] int64 from _insert_kernel (PRIOR)
     rank,        # [bound] int32/int64 inclusive cumsum of flags (SEEDS: unused)
     base,        # [K] int64 nodes each sub-batch had before this hop
     first_rank,  # [K] int64 SEEDS: position of the sub-batch's first seed;
@@ -205,6 +241,7 @@ def _assign_kernel(
     LAST: tl.constexpr,   # no hop follows: the table, new_local and new_batch are not written
     HAS_BATCH: tl.constexpr,
     DIRECT: tl.constexpr,
+    PRIOR: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -215,7 +252,18 @@ def _assign_kernel(
         # a local word: the node's local id (an earlier hop's node, or this
         # hop's whose representative has already written it)
         b_tag = tl.load(tag)
-        b_word = tl.load(table + b_slot, mask=m_c, other=0)
+        if PRIOR:
+            # read only by this hop's later occurrences of its new nodes: a
+            # representative's word is its own claim, and an earlier hop's
+            # node's local word was what the insert found
+            b_rep_here = m_c & (tl.load(flags + i_c, mask=m_c, other=0) != 0)
+            b_prior = tl.load(prior + i_c, mask=m_c, other=0)
+            b_known = (b_prior >> _TAG_SHIFT == b_tag) & ((b_prior & _LOCAL_BIT) != 0)
+            b_word = tl.load(table + b_slot, mask=m_c & ~b_rep_here & ~b_known, other=0)
+            b_word = tl.where(b_rep_here, _position_word(b_tag, stamp_base + i_c),
+                              tl.where(b_known, b_prior, b_word))
+        else:
+            b_word = tl.load(table + b_slot, mask=m_c, other=0)
         b_low = b_word & _LOW_MAX
         b_is_current = (b_word & _LOCAL_BIT) == 0
         b_stamp = _LOW_MAX - b_low
@@ -416,10 +464,10 @@ class IdMap:
         local = torch.empty(bound, dtype=torch.int64, device=self.device)
         if bound:
             _assign_kernel[(triton.cdiv(bound, 1024),)](
-                self.table, self._tag, slot, seeds, seeds_batch, count,
+                self.table, self._tag, slot, seeds, seeds_batch, count, slot, slot,
                 slot, torch.zeros_like(first), first, local, local, local, local,
                 bound, 0, SEEDS=True, LAST=False, HAS_BATCH=seeds_batch is not None,
-                DIRECT=self.direct is not None, BLOCK=1024)
+                DIRECT=self.direct is not None, PRIOR=False, BLOCK=1024)
         self._closed = False
         return local
 
@@ -451,16 +499,17 @@ class IdMap:
         self.table[slot, _STAMP] = rows[:, _STAMP].to(dtype)
         self.table[slot, _LOCAL] = rows[:, _LOCAL].to(dtype)
 
-    def _insert(self, cand, cand_batch, count, bound, stamp_base):
+    def _insert(self, cand, cand_batch, count, bound, stamp_base, prior=None, displaced=None):
         # a slot in int32 where the table allows: the passes read it twice
         size = self.table.shape[0]
         slot = torch.empty(bound, dtype=torch.int32 if size < _INT32_LIMIT else torch.int64, device=self.device)
         if bound:
             _insert_kernel[(triton.cdiv(bound, 1024),)](
-                self.table, self._tag, cand, cand_batch, count, slot, bound, self.num_nodes, stamp_base,
-                size - 1, 65 - size.bit_length(),
+                self.table, self._tag, cand, cand_batch, count, slot,
+                cand if prior is None else prior, cand if displaced is None else displaced,
+                bound, self.num_nodes, stamp_base, size - 1, 65 - size.bit_length(),
                 EMPTY=_empty_word(self.table.dtype), HAS_BATCH=cand_batch is not None,
-                DIRECT=self.direct is not None, BLOCK=1024)
+                DIRECT=self.direct is not None, PRIOR=prior is not None, BLOCK=1024)
         return slot
 
     @on_device_of("self")
@@ -507,7 +556,11 @@ class IdMap:
         self._keys_bound += bound
         stamp_base = self._stamp_base
         self._stamp_base += bound
-        slot = self._insert(cand, cand_batch, num_cand, bound, stamp_base)
+        prior = displaced = None
+        if self.direct is not None and PRIOR_WORDS:
+            prior = torch.empty(bound, dtype=torch.int64, device=self.device)
+            displaced = torch.zeros(bound, dtype=torch.int8, device=self.device)
+        slot = self._insert(cand, cand_batch, num_cand, bound, stamp_base, prior, displaced)
         flags = torch.empty(bound, dtype=torch.int32, device=self.device)
         empty = self._buffers(bound)
         local, new_nodes = empty(), empty()
@@ -520,8 +573,11 @@ class IdMap:
                              torch.zeros_like(self.base))
         grid = (triton.cdiv(bound, 1024),)
         direct = self.direct is not None
-        _flag_kernel[grid](self.table, self._tag, slot, num_cand, flags, bound, stamp_base, DIRECT=direct,
-                           BLOCK=1024)
+        with_prior = prior is not None
+        if not with_prior:
+            prior = displaced = slot  # never read
+        _flag_kernel[grid](self.table, self._tag, slot, num_cand, prior, displaced, flags, bound, stamp_base,
+                           DIRECT=direct, PRIOR=with_prior, BLOCK=1024)
         # int32 ranks where they fit: half the scan's bytes, and the assign's
         # reads of a representative's rank (random) hit a smaller array
         rank = torch.cumsum(flags, 0, dtype=torch.int32 if bound < _INT32_LIMIT else torch.int64)
@@ -547,10 +603,10 @@ class IdMap:
             per_batch = per_batch[:self.num_batches]
             first = torch.cumsum(per_batch, 0) - per_batch
         _assign_kernel[grid](
-            self.table, self._tag, slot, cand, cand_batch, num_cand, rank,
+            self.table, self._tag, slot, cand, cand_batch, num_cand, flags, prior, rank,
             self.base, first, local, new_nodes, local if last else new_local,
             new_batch if new_batch is not None else local,
             bound, stamp_base, SEEDS=False, LAST=last, HAS_BATCH=cand_batch is not None, DIRECT=direct,
-            BLOCK=1024)
+            PRIOR=with_prior, BLOCK=1024)
         self.base = self.base + per_batch
         return MappedHop(local, new_nodes, new_local, new_batch, num_new, per_batch)
