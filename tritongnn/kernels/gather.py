@@ -566,4 +566,3 @@ def take_node_rows(value: torch.Tensor, ids: torch.Tensor, out: torch.Tensor, co
                     validate=False, count=count)
         return out
     return torch.index_select(value, 0, ids, out=out)
-

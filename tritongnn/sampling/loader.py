@@ -974,9 +974,8 @@ class NeighborLoader:
         node = outs[0].node if len(outs) == 1 else torch.cat([out.node for out in outs])
         cache = self.cache
         dynamic = cache.dynamic if cache is not None else None
-        n_id = node if cache is None else cache.order.index_select(0, node)  # (indexing parses more Python)
         reuse = self.reuse
-        x = None
+        tiers = {}
         if self.x is not None:
             tiers = self._feature_tiers()
             if dynamic is not None:
@@ -984,11 +983,8 @@ class NeighborLoader:
                 tiers.update(dynamic=dynamic.rows, slot=dynamic.slot)
             if reuse is not None:
                 tiers.update(reuse.gather_args())
-            if self.x.dtype != self._x_dtype:  # stored narrower (feature_dtype): widened by the gather
-                x = torch.empty((node.numel(), self.x.size(1)), dtype=self._x_dtype, device=self.device)
-            x = gather_rows(self.x, node, x, **tiers, validate=False)  # the sampler's ids
         # attributes along dim 0 sliced once for all; others per batch
-        rows = {key: value.index_select(0, n_id) for key, (value, dim) in self._node_attrs.items() if dim == 0}
+        n_id, x, rows = self._gather_nodes(node, tiers)
         gathered = times.mark()
         batches, marks, end = [], [], 0
         for input_id, out, start, sampled, share in items:
@@ -1022,6 +1018,20 @@ class NeighborLoader:
                     batch[key] = value.index_select(dim, out.edge)
             batches.append(self._complete(batch, input_id, out))
         return batches, marks
+
+    def _gather_nodes(self, node: torch.Tensor, tiers: dict):
+        """``n_id``, ``x`` (read through ``tiers``, ``gather_rows``'s) and the
+        node attributes along dim 0 of the internal ids ``node``, each a
+        tensor of its own (``_assemble``; a replayed batch past its slot's
+        rows, ``pipeline.BatchPipeline``)."""
+        n_id = node if self.cache is None else self.cache.order.index_select(0, node)  # (indexing parses more Python)
+        x = None
+        if self.x is not None:
+            if self.x.dtype != self._x_dtype:  # stored narrower (feature_dtype): widened by the gather
+                x = torch.empty((node.numel(), self.x.size(1)), dtype=self._x_dtype, device=self.device)
+            x = gather_rows(self.x, node, x, **tiers, validate=False)  # the sampler's ids
+        rows = {key: value.index_select(0, n_id) for key, (value, dim) in self._node_attrs.items() if dim == 0}
+        return n_id, x, rows
 
     def _complete(self, batch: Data, input_id: torch.Tensor, out) -> Data:
         """``batch`` (its nodes' and edges' tensors set) with the graph

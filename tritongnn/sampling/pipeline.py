@@ -259,7 +259,7 @@ class BatchPipeline:
                                     else (torch.cuda.current_stream(loader.device),))
                 slot.handed = False
             return slot
-        if len(slots) >= self.most or loader._slots_failed.get(batch_size):
+        if len(slots) >= self.most:
             return None
         try:
             with self._stream(self.stream):
@@ -335,7 +335,7 @@ class BatchPipeline:
                 self.gather_stream.wait_event(gathered)
             with self._stream(self.gather_stream):
                 if n > slot.rows:  # past the slot's rows: gathered anew, the slot sized again when next free
-                    n_id, x, attrs = self._gather_anew(slot, out.node)
+                    n_id, x, attrs = loader._gather_nodes(out.node, slot._tiers)
                     slot.rows, built = None if slot.rows else 0, True
                 if stats is not None:
                     stats.record(out.node, out.col, out.num_sampled_nodes, loader._num_feature,
@@ -353,20 +353,6 @@ class BatchPipeline:
         slot.handed = True
         loader.times.add_batch(start, sampled, sampled, gathered)  # the gather starts where sampling ends
         return loader._complete(batch, input_id, out), (ready if self.cuda else None), built
-
-    def _gather_anew(self, slot: _Slot, node: torch.Tensor):
-        """``n_id``, ``x`` and the node attributes of a batch's ``node``, in
-        tensors of their own (the producer's ``_assemble``): a batch with
-        more nodes than its slot's rows, or one whose slot has no gather
-        graph (``rows`` 0)."""
-        loader = self.loader
-        n_id = node if loader.cache is None else loader.cache.order.index_select(0, node)
-        x = None
-        if loader.x is not None:
-            x = torch.empty((node.numel(), loader.x.size(1)), dtype=loader._x_dtype, device=node.device)
-            gather_rows(loader.x, node, x, **slot._tiers, validate=False)
-        attrs = {key: value.index_select(0, n_id) for key, (value, _) in loader._node_attrs.items()}
-        return n_id, x, attrs
 
     def __iter__(self):
         loader = self.loader
