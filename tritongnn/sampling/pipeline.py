@@ -183,13 +183,14 @@ class _Slot:
 
     def _gather(self) -> None:
         """The gather graph's work: ``n_id``, ``x`` and the node attributes
-        of the packed ``node`` buffer (all of it for ``n_id``'s lookup, whose
-        past-the-batch ids are in range; the first ``num_nodes`` rows of
-        ``x`` and of the attributes, a count the device holds, at most
-        ``rows``)."""
+        of the packed ``node`` buffer's first ``num_nodes`` ids (a count the
+        device holds), at most ``rows``. (``n_id``'s lookup through the
+        cache's order had run over the whole buffer, 7.3x10^6 ids for a
+        batch's ~3x10^6 at papers100M scale: 0.2 ms a batch on the H200
+        where the batch's own took 0.1, ``take_node_rows``.)"""
         loader, node, rows = self.loader, self.packed.node, self.rows
         if loader.cache is not None:
-            torch.index_select(loader.cache.order, 0, node, out=self.n_id)
+            take_node_rows(loader.cache.order, node[:rows], self.n_id[:rows], count=self.packed.num_nodes)
         if self.x is not None:
             gather_rows(loader.x, node[:rows], self.x, **self._tiers, validate=False, count=self.packed.num_nodes)
         for key, (value, _) in loader._node_attrs.items():
