@@ -52,6 +52,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
+import weakref
 
 import torch
 from torch_geometric.data import Data
@@ -139,7 +140,10 @@ class _Slot:
     batch replayed into it is sampled)."""
 
     def __init__(self, loader, packed):
-        self.loader, self.packed = loader, packed
+        # the loader weakly: it keeps its slots (``_slots``), and a cycle
+        # would keep it, and its tables, past the user's last reference
+        # until the cyclic GC next runs
+        self._loader, self.packed = weakref.ref(loader), packed
         self.n_id = packed.node if loader.cache is None else torch.zeros_like(packed.node)
         self.rows = self.x = self.graph = None
         self.attrs: dict = {}
@@ -148,6 +152,10 @@ class _Slot:
         self.handed = False  # handed out since it was last found free
         self._free_events: dict = {}  # one per stream the loop read batches on
         self.free: list = []  # what its next replay waits for
+
+    @property
+    def loader(self):
+        return self._loader()
 
     def size_rows(self, num_nodes: int, most_seen: int) -> None:
         """Give ``x`` and the node attributes ``SLOT_ROWS`` times the nodes of

@@ -62,6 +62,7 @@ can drive it too.
 from __future__ import annotations
 
 import threading
+import weakref
 
 import torch
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
@@ -197,8 +198,11 @@ class _CapturedHops:
     buffers, so one graph serves every split of the same total."""
 
     def __init__(self, sampler: "NeighborSampler", batch_size: int, num_batches: int = 1):
-        device = sampler.device
-        self.sampler = sampler
+        device = self.device = sampler.device
+        # weakly: the sampler keeps its graphs (``_captured``), and a cycle
+        # would keep the sampler, and its adjacency in pinned host memory,
+        # past the loader until the cyclic GC next runs
+        self._sampler = weakref.ref(sampler)
         self.seeds = torch.zeros(batch_size, dtype=torch.int64, device=device)
         self.rng = torch.zeros(len(sampler.num_neighbors), num_batches, dtype=torch.int64, device=device)
         # the Philox seeds staged in pinned memory: from pageable memory the
@@ -225,7 +229,7 @@ class _CapturedHops:
     def _run(self):
         """The captured work: every hop, and what the host reads after a
         replay (``sizes``: ``_sizes``, or ``_bounds`` for K > 1)."""
-        self.hops = self.sampler._hops(self.seeds, self.rng, None, self.id_map, self.seeds_batch, self.batch_ptr)
+        self.hops = self._sampler()._hops(self.seeds, self.rng, None, self.id_map, self.seeds_batch, self.batch_ptr)
         self.sizes = None if not self.hops else \
             _sizes(self.hops) if self.num_batches == 1 else _bounds(self.hops, self.num_batches)
 
@@ -274,7 +278,7 @@ class PackedBatch(_CapturedHops):
 
     def _run(self):
         super()._run()
-        hops, device = self.hops, self.sampler.device
+        hops, device = self.hops, self.device
         if self.node is None:  # the first (uncaptured) run: the hops' bounds size the buffers
             node_bound = self.seeds.numel() + sum(m.new_nodes.numel() for _, m in hops)
             edge_bound = sum(m.local.numel() for _, m in hops)
