@@ -638,7 +638,8 @@ def keyword_sets(texts):
     """``--host-loaders`` / ``--profile-loaders``: each JSON keyword set as
     (loader keywords, module constants); a key "module.NAME" sets a
     constant of ``tritongnn.<module>`` for that set's runs
-    (``set_constants``)."""
+    (``set_constants``), except "sys.switchinterval": Python's thread
+    switch interval in seconds (``sys.setswitchinterval``, ``--parts host``)."""
     return [({k: v for k, v in given.items() if "." not in k}, {k: v for k, v in given.items() if "." in k})
             for given in map(json.loads, texts)]
 
@@ -1330,6 +1331,8 @@ def host_overhead(args, data, graph, all_bytes, device, ours, emit):
     prepared = None
     for (name, known, keys, sizes, interval, optimizer_kind, most), dtype, cost, more, consts, calls in zip(
             settings, stored, costs, added, constants, extra_ops):
+        consts = dict(consts)
+        interval = consts.pop("sys.switchinterval", interval)  # (--host-loaders: Python's, not tritongnn's)
         restore = set_constants(consts)
         unpatch = producer_calls(calls)
         aggregate_kernels.KNOWN_ORDER, sampler_module._GRAPH_KEYS_MAX, sampler_module.host_list = known, keys, sizes
