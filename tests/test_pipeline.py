@@ -214,3 +214,27 @@ def test_a_dropped_loader_is_freed_at_once(monkeypatch, replay_on_cpu, device, r
         assert [ref() is None for ref in refs] == [True] * len(refs)
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("kwargs, replays", [
+    (dict(), True),  # placement="device": every row in GPU memory
+    (dict(placement="host"), False),  # every row through PCIe
+    (dict(placement="host", cache_budget=300 * 12 * 4 // 3), False),  # a dual cache, a third of the rows
+    (dict(placement="host", cache_budget=10**6), True),  # a cache holding every row
+])
+def test_replayed_by_default_where_no_row_crosses_pcie(monkeypatch, kwargs, replays):
+    # the default (None): replayed where the step is bound by the host, not
+    # where a batch's host rows bound it; True / False: wherever it can / never
+    monkeypatch.setattr(pipeline, "REPLAY_ON_CPU", True)
+    assert pipeline.REPLAY_BATCHES is None
+    data = random_data()
+    loader = NeighborLoader(data, num_neighbors=[4, 3], input_nodes=data.train_mask, batch_size=16,
+                            device="cpu", **kwargs)
+    assert loader._reads_no_host_rows() == replays and loader._replays_batches() == replays
+    monkeypatch.setattr(pipeline, "REPLAY_BATCHES", True)
+    assert loader._replays_batches()
+    monkeypatch.setattr(pipeline, "REPLAY_BATCHES", False)
+    assert not loader._replays_batches()
+    if replays:  # and the pass replays into slots
+        monkeypatch.setattr(pipeline, "REPLAY_BATCHES", None)
+        assert len([batch.clone() for batch in loader]) > 1 and loader._slots

@@ -16,11 +16,11 @@ the GPU. The next batches are prepared on side CUDA streams while the model
 runs on the current one (sampling on one, the gather and assembly on
 another, so one batch's gather overlaps the next one's sampling); the batch
 handed over is ordered after their work, built by a producer thread
-(``_Prefetcher``). With ``pipeline.REPLAY_BATCHES`` (off: faster with
-every row in GPU memory, not through PCIe, and more memory), where nothing
-a batch reads changes between batches (``_replays_batches``), each batch is
-instead two CUDA graph replays a few batches ahead, issued by the same
-producer thread (``pipeline.BatchPipeline``).
+(``_Prefetcher``). Where every row a batch reads is in GPU memory and
+nothing it reads changes between batches (``_replays_batches``;
+``pipeline.REPLAY_BATCHES``: faster there, not through PCIe, and more
+memory), each batch is instead two CUDA graph replays a few batches ahead,
+issued by the same producer thread (``pipeline.BatchPipeline``).
 
 With no GPU the same loader runs on the CPU, through the pure-torch
 references of the kernels.
@@ -172,10 +172,11 @@ class NeighborLoader:
             still builds its own caches. False: every rank builds its own.
             Every rank must pass the same ``data``.
         prefetch: batches prepared ahead on side streams by a producer
-            thread (GPU only; 0 = prepare each batch when asked; with
-            ``sampling.pipeline.REPLAY_BATCHES``, replayed from CUDA graphs
-            into ``prefetch + 4`` slots the batches view, each holding
-            1.25x the nodes of the largest batch seen). One pass
+            thread (GPU only; 0 = prepare each batch when asked; where
+            every row a batch reads is in GPU memory, replayed from CUDA
+            graphs into ``prefetch + 4`` slots the batches view, each
+            holding 1.25x the nodes of the largest batch seen:
+            ``sampling.pipeline.REPLAY_BATCHES``). One pass
             at a time: the loader's sampler, caches and staging serve one
             epoch, so ``iter(loader)`` ends any pass still open (its
             iterator stops; ``zip(loader, loader)`` yields nothing). Each
@@ -944,16 +945,29 @@ class NeighborLoader:
             return dict(hot=cache.hot_x, num_hot=self._num_feature, row_map=cache.row_map, warm=cache.warm_x)
         return {} if self.reuse is None else dict(hot=self.x[:0], num_hot=0)
 
+    def _reads_no_host_rows(self) -> bool:
+        """Whether every adjacency list and feature row a batch reads lies
+        in the loader's device memory: ``placement="device"``, or a cache
+        that holds them all."""
+        if self.cache is None:
+            return self.placement == "device"
+        num_nodes = self.graph.num_nodes
+        return self._num_adjacency >= num_nodes and (self.x is None or self._num_feature >= num_nodes)
+
     def _replays_batches(self) -> bool:
-        """Whether passes replay batches from CUDA graphs on the loop's
-        thread (``pipeline.BatchPipeline``): where nothing a batch reads
+        """Whether passes replay batches from CUDA graphs
+        (``pipeline.BatchPipeline``; ``pipeline.REPLAY_BATCHES``, by default
+        where no row crosses PCIe): where nothing a batch reads
         changes between batches outside the graphs (no dynamic cache, reuse
         or reorder; one batch a pass; no edge attributes or ``e_id``; node
         attributes along dim 0), with ``prefetch``, on a GPU
         (``pipeline.REPLAY_ON_CPU``: tests, on Triton's interpreter)."""
         dynamic = self.cache.dynamic if self.cache is not None else None
         on_cpu = pipeline.REPLAY_ON_CPU and self.device.type == "cpu" and use_triton(self.device)
-        return (pipeline.REPLAY_BATCHES and self.prefetch > 0
+        replay = pipeline.REPLAY_BATCHES
+        if replay is None:  # where no row a batch reads crosses PCIe
+            replay = self._reads_no_host_rows()
+        return (replay and self.prefetch > 0
                 and (self.sampler.cuda_graph or on_cpu) and self.super_batch == 1 and self.reorder is None
                 and self.reuse is None and dynamic is None and not self._edge_attrs
                 and all(dim == 0 for _, dim in self._node_attrs.values()))

@@ -8,8 +8,9 @@ Python a batch sampling, gathering and assembling it, takes that time from
 the loop (one interpreter lock). Here a batch is two graph replays and a few
 views (~0.55 ms of Python), issued either by the loader's producer thread,
 which queues each batch for the loop (``FROM_PRODUCER``, ``loader._Prefetcher``),
-or by the loop's thread itself as it asks for batches. Off by default
-(``REPLAY_BATCHES``: faster with no budget, not at 24 GB, and more memory).
+or by the loop's thread itself as it asks for batches. By default only
+where every row a batch reads is in GPU memory (``REPLAY_BATCHES``: faster
+there, not at 24 GB, and more memory).
 
 How: a ring of slots, each a ``PackedBatch`` (the sampler's graph: the
 hops, then the batch's ``node`` and edges packed into buffers sized by the
@@ -64,7 +65,7 @@ from ..kernels._launch import new_stream
 from .sampler import capture
 
 # Whether the loader replays batches where it can (``NeighborLoader``).
-# Off: on the H200 at ogbn-papers100M scale with no budget (GraphSAGE,
+# History: on the H200 at ogbn-papers100M scale with no budget (GraphSAGE,
 # whole passes, bench/results/README.md) it was slower than the producer
 # thread at first (1.10-1.12 s an epoch against 0.97 at 91db3f9); the
 # profile then found its gather launched over the node buffer's bound
@@ -79,9 +80,14 @@ from .sampler import capture
 # to 2dc22fd, six windows of three runs, no budget): 0.86-0.98 s against
 # the producer's built batches' 0.93-1.07 (7 % faster on average), for
 # 8-19 GB more peak GPU memory; at 24 GB 2 % slower (3.35 against 3.28 s)
-# and 10 GB more. Off until it wins where the epoch is bound by PCIe too.
-# The benchmark switches it on (``--host-loaders``).
-REPLAY_BATCHES = False
+# and 10 GB more. At 2333ffc (the slot's ``n_id`` looked up for its rows
+# only) 0.96-1.00 s against 1.01-1.08 in the same call, 1.10-1.14x the
+# model alone against 1.25-1.29x. So, by default (None), a loader replays
+# where no row a batch reads crosses PCIe (``placement="device"``, or a
+# cache holding every row: ``NeighborLoader._reads_no_host_rows``), where
+# the step is bound by the host; elsewhere PCIe bounds it and the slots'
+# memory buys nothing. True: wherever it can; False: never.
+REPLAY_BATCHES = None
 # Who replays (with ``REPLAY_BATCHES``): the loader's producer thread, one
 # batch queued for the loop (True), or the loop's own thread as it asks for
 # each batch (False).
