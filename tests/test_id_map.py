@@ -7,12 +7,13 @@ from hypothesis import given, strategies as st
 from tritongnn.kernels import IdMap, reference
 from tritongnn.kernels import id_map as id_map_module
 
-@pytest.fixture(params=["direct", "direct_prior", "hash"])
+@pytest.fixture(params=["direct", "direct_reread", "hash"])
 def kind(request, monkeypatch):
-    """The map's kind; "direct_prior": a direct map whose flag pass reads
-    what its inserts found (``id_map.PRIOR_WORDS``)."""
-    if request.param == "direct_prior":
-        monkeypatch.setattr(id_map_module, "PRIOR_WORDS", True)
+    """The map's kind; "direct_reread": a direct map whose flag pass reads
+    the table back, not what its inserts found (``id_map.PRIOR_WORDS``
+    off)."""
+    if request.param == "direct_reread":
+        monkeypatch.setattr(id_map_module, "PRIOR_WORDS", False)
         return "direct"
     return request.param
 

@@ -50,7 +50,8 @@ back to the table, nor ``new_local``: no later hop looks them up.
 
 A direct table runs the same passes on its words: the insert is one
 ``atomic_max`` of the candidate's claim, the flag compares the word with the
-candidate's own claim, and in the assign a candidate that reads a local word
+candidate's own claim (by default without reading the table back: from the
+word its insert's atomic found, ``PRIOR_WORDS``), and in the assign a candidate that reads a local word
 (kind 1) takes its id: a node of an earlier hop, or one of this hop whose
 representative wrote its word first, which is the id the candidate would
 compute.
@@ -102,11 +103,18 @@ TAG_MAX = (1 << 26) - 1      # batches between two clears of the table (a module
 # later-arriving candidate of the hop beat its claim), not by reading the
 # table back; and the assign reads the table only for a new node's later
 # occurrences (the module docstring's passes, otherwise unchanged: the same
-# ids). Off until measured on a GPU: the insert's atomics then return their
-# old word, which the flag pass's random reads (~0.1 ms a batch of 8000 at
-# papers100M scale) must outweigh. On a CPU (Triton's interpreter) lanes
-# run in position order, so no claim is ever beaten there.
-PRIOR_WORDS = False
+# ids). The insert's atomics then return their old word, which the flag
+# pass's random reads must outweigh; they do. Measured on the H200 at
+# 404ba5b (bench_super_batch.py, Chung-Lu 5x10^7 nodes / 10^9 edges, batch
+# 8000, [15, 10, 5], K = 1, the sampler alone, median of 5 passes of 160
+# batches; off / on / off in one call): 1.22 / 0.90 / 0.97 ms a batch, for
+# 9 bytes a candidate more (sampler peak 0.95 against 0.90 GB); the
+# papers100M-scale GraphSAGE epoch with no budget 0.89 / 0.96 s against
+# 0.92-1.00 in the same call. False: the flag pass reads the table back.
+# On a CPU (Triton's interpreter) lanes run in position order, so no claim
+# is ever beaten there (tests/test_id_map.py checks the protocol over any
+# order in Python).
+PRIOR_WORDS = True
 _TAG_SHIFT, _LOCAL_BIT, _LOW_MAX = tl.constexpr(TAG_SHIFT), tl.constexpr(LOCAL_BIT), tl.constexpr(LOW_MAX)
 
 
