@@ -51,10 +51,10 @@ back to the table, nor ``new_local``: no later hop looks them up.
 A direct table runs the same passes on its words: the insert is one
 ``atomic_max`` of the candidate's claim, the flag compares the word with the
 candidate's own claim (by default without reading the table back: from the
-word its insert's atomic found, ``PRIOR_WORDS``), and in the assign a candidate that reads a local word
-(kind 1) takes its id: a node of an earlier hop, or one of this hop whose
-representative wrote its word first, which is the id the candidate would
-compute.
+word its insert's atomic found, ``PRIOR_WORDS``), and in the assign a
+candidate that reads a local word (kind 1) takes its id: a node of an
+earlier hop, or one of this hop whose representative wrote its word first,
+which is the id the candidate would compute.
 
 Hash table layout: one row of four words per slot (key, stamp, local id, unused),
 int32 where the keys fit (``K x num_nodes < 2^31 - 1``: 16 B a slot), else

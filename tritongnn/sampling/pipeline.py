@@ -81,8 +81,8 @@ from .sampler import capture
 # the producer's built batches' 0.93-1.07 (7 % faster on average), for
 # 8-19 GB more peak GPU memory; at 24 GB 2 % slower (3.35 against 3.28 s)
 # and 10 GB more. At 2333ffc (the slot's ``n_id`` looked up for its rows
-# only) 0.96-1.00 s against 1.01-1.08 in the same call, 1.10-1.14x the
-# model alone against 1.25-1.29x. So, by default (None), a loader replays
+# only) 0.96-1.00 s against 1.01-1.08 in the same call, 1.09-1.15x the
+# model alone against 1.25-1.29x (twenty-ninth session). So, by default (None), a loader replays
 # where no row a batch reads crosses PCIe (``placement="device"``, or a
 # cache holding every row: ``NeighborLoader._reads_no_host_rows``), where
 # the step is bound by the host; elsewhere PCIe bounds it and the slots'
