@@ -16,7 +16,7 @@ from tritongnn.sampling import pipeline
 
 @pytest.fixture(params=[True, False], ids=["from_producer", "from_loop"])
 def replay_on_cpu(monkeypatch, request):
-    # (off by default: pipeline.REPLAY_BATCHES)
+    # (by default only where every row is in GPU memory: pipeline.REPLAY_BATCHES)
     monkeypatch.setattr(pipeline, "REPLAY_BATCHES", True)
     monkeypatch.setattr(pipeline, "REPLAY_ON_CPU", True)
     monkeypatch.setattr(pipeline, "FROM_PRODUCER", request.param)
