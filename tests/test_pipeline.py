@@ -182,8 +182,9 @@ def test_a_gather_graph_refused_keeps_the_batch(monkeypatch, replay_on_cpu):
     assert replayed._slots_failed[16] and [slot.rows for slot in replayed._slots[16]] == [0]
 
 
-@pytest.mark.parametrize("replay", [True, False], ids=["replayed", "built"])
-def test_a_dropped_loader_is_freed_at_once(monkeypatch, replay_on_cpu, device, replay):
+@pytest.mark.parametrize("replay, from_producer", [(True, True), (True, False), (False, True)],
+                         ids=["from_producer", "from_loop", "built"])
+def test_a_dropped_loader_is_freed_at_once(monkeypatch, device, replay, from_producer):
     # no reference cycle keeps a loader, its sampler and their tables (pinned
     # host memory, for the host tiers) past the user's last reference until
     # the cyclic GC next runs: neither its slots (which hold the loader's
@@ -193,6 +194,8 @@ def test_a_dropped_loader_is_freed_at_once(monkeypatch, replay_on_cpu, device, r
     import gc
     import weakref
     monkeypatch.setattr(pipeline, "REPLAY_BATCHES", replay)
+    monkeypatch.setattr(pipeline, "REPLAY_ON_CPU", True)
+    monkeypatch.setattr(pipeline, "FROM_PRODUCER", from_producer)
     data = random_data()
     loader = NeighborLoader(data, num_neighbors=[4, 3], input_nodes=data.train_mask, batch_size=16,
                             device=device, placement="host", cache_budget=300 * 12 * 4 // 3)
