@@ -4,6 +4,9 @@ bit, slots never overwritten while a batch (or a view of it) is held, and
 the configurations that keep the built batches. On a CPU the pipeline runs
 each "replay" eagerly under Triton's interpreter (``REPLAY_ON_CPU``), in a
 producer thread too."""
+import gc
+import weakref
+
 import pytest
 import torch
 
@@ -169,14 +172,16 @@ def test_batches_past_a_slots_rows_are_completed(monkeypatch, replay_on_cpu, dev
     assert replayed._most_nodes == max(sizes)
 
 
-def test_a_gather_graph_refused_keeps_the_batch(monkeypatch, replay_on_cpu):
+@pytest.mark.parametrize("kwargs", [dict(), dict(placement="host", cache_budget=300 * 12 * 4 // 3)])
+def test_a_gather_graph_refused_keeps_the_batch(monkeypatch, replay_on_cpu, kwargs):
     # a slot whose gather graph cannot be captured: its batch gathered anew,
-    # every later batch of the size from the producer's path
+    # every later batch of the size from the producer's path (with a cache,
+    # the slot never got an n_id buffer of its own)
     def refuse(self, num_nodes, most_seen):
         raise RuntimeError("capture refused")
     monkeypatch.setattr(pipeline._Slot, "size_rows", refuse)
     data = random_data()
-    replayed, produced = loaders(monkeypatch, data, "cpu", batch_size=16, drop_last=True)
+    replayed, produced = loaders(monkeypatch, data, "cpu", batch_size=16, drop_last=True, **kwargs)
     want = produced_pass(monkeypatch, produced)
     assert_same_batches(batches(replayed), want)
     assert replayed._slots_failed[16] and [slot.rows for slot in replayed._slots[16]] == [0]
@@ -191,8 +196,6 @@ def test_a_dropped_loader_is_freed_at_once(monkeypatch, device, replay, from_pro
     # tiers and the sampler's packed graphs) nor, on a GPU, the sampler's own
     # captured hops (found on the H200: the two-rank test's maps outlived
     # their loader)
-    import gc
-    import weakref
     monkeypatch.setattr(pipeline, "REPLAY_BATCHES", replay)
     monkeypatch.setattr(pipeline, "REPLAY_ON_CPU", True)
     monkeypatch.setattr(pipeline, "FROM_PRODUCER", from_producer)

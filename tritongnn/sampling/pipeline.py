@@ -82,11 +82,12 @@ from .sampler import capture
 # 8-19 GB more peak GPU memory; at 24 GB 2 % slower (3.35 against 3.28 s)
 # and 10 GB more. At 2333ffc (the slot's ``n_id`` looked up for its rows
 # only) 0.96-1.00 s against 1.01-1.08 in the same call, 1.09-1.15x the
-# model alone against 1.25-1.29x (twenty-ninth session). So, by default (None), a loader replays
-# where no row a batch reads crosses PCIe (``placement="device"``, or a
-# cache holding every row: ``NeighborLoader._reads_no_host_rows``), where
-# the step is bound by the host; elsewhere PCIe bounds it and the slots'
-# memory buys nothing. True: wherever it can; False: never.
+# model alone against 1.25-1.29x (twenty-ninth session). So, by default
+# (None), a loader replays where no row a batch reads crosses PCIe
+# (``placement="device"``, or a cache holding every row:
+# ``NeighborLoader._reads_no_host_rows``), where the step is bound by the
+# host; elsewhere PCIe bounds it and the slots' memory buys nothing. True:
+# wherever it can; False: never.
 REPLAY_BATCHES = None
 # Who replays (with ``REPLAY_BATCHES``): the loader's producer thread, one
 # batch queued for the loop (True), or the loop's own thread as it asks for
@@ -150,7 +151,7 @@ class _Slot:
         # would keep it, and its tables, past the user's last reference
         # until the cyclic GC next runs
         self._loader, self.packed = weakref.ref(loader), packed
-        self.n_id = packed.node if loader.cache is None else torch.zeros_like(packed.node)
+        self.n_id = packed.node if loader.cache is None else None  # (with a cache: ``size_rows``)
         self.rows = self.x = self.graph = None
         self.attrs: dict = {}
         self._tiers = loader._feature_tiers()
@@ -172,6 +173,10 @@ class _Slot:
         loader, bound, device = self.loader, self.packed.node.numel(), self.loader.device
         rows = min(bound, max(1, math.ceil(SLOT_ROWS * max(num_nodes, most_seen))))
         self.rows, self.graph = rows, None
+        if loader.cache is not None:
+            # zeros: past a batch's nodes stay ids of earlier batches, in range
+            # for ``take_node_rows``' fallback, which reads every id
+            self.n_id = torch.zeros(rows, dtype=self.packed.node.dtype, device=device)
         if loader.x is not None:
             self.x = torch.empty((rows, loader.x.size(1)), dtype=loader._x_dtype, device=device)
         self.attrs = {key: torch.empty((rows,) + value.shape[1:], dtype=value.dtype, device=device)
@@ -340,8 +345,9 @@ class BatchPipeline:
         out, edge_index = slot.packed.outputs()
         n = out.node.numel()
         loader._most_nodes = max(loader._most_nodes, n)
-        n_id, x = slot.n_id[:n], None if slot.x is None else slot.x[:n]
-        attrs = {key: buffer[:n] for key, buffer in slot.attrs.items()}
+        if n <= slot.rows:  # (else gathered anew below)
+            n_id, x = slot.n_id[:n], None if slot.x is None else slot.x[:n]
+            attrs = {key: buffer[:n] for key, buffer in slot.attrs.items()}
         ready, built, stats = gathered, False, loader.host_stats
         if n > slot.rows or stats is not None:
             # on the gather stream, after the gather graph: the producer's
