@@ -53,7 +53,6 @@ import time
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-METHODS = ("foundation", "grouped", "grouped_split")
 
 
 def parse_args():
@@ -147,6 +146,17 @@ def foundation_block_nodes(block_nodes):
         sample_module._launch_settings = saved
 
 
+@contextlib.contextmanager
+def fused_staging(stage):
+    """``method="fused"`` with its rows staged (``sample.FUSED_STAGE``) or not."""
+    from tritongnn.kernels import sample
+    old, sample.FUSED_STAGE = sample.FUSED_STAGE, stage
+    try:
+        yield
+    finally:
+        sample.FUSED_STAGE = old
+
+
 @functools.cache
 def floor_kernel():
     """The floor's Triton kernel, defined once the interpreter switch is set
@@ -186,10 +196,12 @@ def bench_graph(name, graph, args, device, rows):
     seeds = torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(0))[:args.batch_size]
     layers = frontiers(graph.to(device), seeds.to(device), args.num_neighbors, device)
     degree_all = graph.degree().to(device)
-    # (label, method, d_max, foundation tile height); the first is the baseline
-    configs = [("foundation", "foundation", None, None)] + \
-        [(f"foundation BN={b}", "foundation", None, b) for b in args.foundation_block_nodes] + \
-        [(f"{m} d_max={d}", m, d, None) for m in METHODS[1:] for d in args.d_max]
+    # (label, method, d_max, foundation tile height, fused staging); the first is the baseline
+    configs = [("foundation", "foundation", None, None, False)] + \
+        [(f"foundation BN={b}", "foundation", None, b, False) for b in args.foundation_block_nodes] + \
+        [(f"{m} d_max={d}", m, d, None, False) for m in ("grouped", "grouped_split") for d in args.d_max] + \
+        [("fused", "fused", None, None, False)] + \
+        [(f"fused staged d_max={d}", "fused", d, None, True) for d in args.d_max]
     for placement in args.placements:
         if placement == "host" and device.type != "cuda":
             continue
@@ -202,8 +214,8 @@ def bench_graph(name, graph, args, device, rows):
             degree = degree_all[frontier]
             full = int((degree <= fanout).sum())
 
-            def call(method, d_max, block_nodes):
-                with foundation_block_nodes(block_nodes):
+            def call(method, d_max, block_nodes, stage=False):
+                with foundation_block_nodes(block_nodes), fused_staging(stage):
                     return sample_neighbors(g.indptr, g.indices, frontier, local, num, fanout, args.replace,
                                             return_eid=True, seed=seed, method=method, d_max=d_max or 64)
 
@@ -223,12 +235,12 @@ def bench_graph(name, graph, args, device, rows):
             e = int(ref.num_edges)
             ref = (ref.src[:e].clone(), ref.dst[:e].clone(), ref.eid[:e].clone())
             base = None
-            for label, method, d_max, block_nodes in configs:
-                got = call(method, d_max, block_nodes)
+            for label, method, d_max, block_nodes, stage in configs:
+                got = call(method, d_max, block_nodes, stage)
                 correct = int(got.num_edges) == e and all(
                     torch.equal(a, b[:e]) for a, b in zip(ref, (got.src, got.dst, got.eid)))
                 del got
-                cold, warm = timed(lambda: call(method, d_max, block_nodes), device) if correct \
+                cold, warm = timed(lambda: call(method, d_max, block_nodes, stage), device) if correct \
                     else (float("nan"),) * 2
                 base = base or (cold, warm)
                 extra, mix = {}, ""
@@ -237,7 +249,8 @@ def bench_graph(name, graph, args, device, rows):
                                  hubs=int((degree > max(d_max, fanout)).sum()))
                     mix = f"  (full {full / n:.0%}, staged {extra['staged_random_nodes'] / n:.0%}, " \
                           f"hubs {extra['hubs'] / n:.0%})"
-                report(label, method, cold, warm, correct, "WRONG EDGES", d_max, block_nodes, mix, **extra)
+                report(label, method, cold, warm, correct, "WRONG EDGES", d_max, block_nodes, mix,
+                       fused_stage=stage, **extra)
             if args.floor:
                 eid = ref[2]
                 degree, got = picks_floor(g.indptr, g.indices, frontier, eid, e)

@@ -56,6 +56,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tritongnn import CSCGraph, NeighborSampler  # noqa: E402
 from tritongnn.datasets import chung_lu, load_npz  # noqa: E402
 from tritongnn.kernels import id_map as id_map_module  # noqa: E402
+from tritongnn.kernels.sample import BATCH_METHODS  # noqa: E402
 from tritongnn.sampling import sampler as sampler_module  # noqa: E402
 from _record import append_record, new_record  # noqa: E402
 from bench_loader import sync  # noqa: E402
@@ -198,8 +199,8 @@ def main():
                         help="fanout lists, comma-separated, one per configuration")
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     parser.add_argument("--methods", nargs="+", default=["foundation", "grouped"],
-                        choices=["foundation", "grouped", "grouped_split"],
-                        help="sampling kernels timed at K = 1 (super-batches always take the foundation kernel)")
+                        choices=["foundation", "grouped", "grouped_split", "fused"],
+                        help="sampling kernels; at K > 1 those that sample super-batches (foundation, fused)")
     parser.add_argument("--d-max", type=int, default=64, help="grouped kernels: staged rows up to this degree")
     parser.add_argument("--batch-size", type=int, default=8000)
     parser.add_argument("--max-batches", type=int, default=480,
@@ -256,8 +257,8 @@ def main():
             placed = graph.pin_memory() if placement == "host" else graph
             for fanouts in fanout_lists:
                 for k in args.ks:
-                    # sample_many's super-batches always run the foundation kernel
-                    for method in (args.methods if k == 1 else ["foundation"]):
+                    # the grouped kernels sample one batch a launch: K = 1 only
+                    for method in (m for m in args.methods if k == 1 or m in BATCH_METHODS):
                         row = run_config(placed, batches, epoch_len, fanouts, k, method, args, device)
                         row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=placement,
                                    num_neighbors=fanouts, method=method, batch_size=args.batch_size,

@@ -23,7 +23,7 @@ from test_sample import chi_square, chi_square_critical
 from tritongnn import CSCGraph, NeighborSampler
 from tritongnn.kernels import sample_neighbors
 
-GROUPED = ["grouped", "grouped_split"]
+GROUPED = ["grouped", "grouped_split", "fused"]
 
 
 def sample(graph, frontier, fanout, replace, device, method, d_max=64, seed=0, return_eid=True,

@@ -299,6 +299,15 @@ def prefix_sum(values: torch.Tensor, block: int | None = None) -> torch.Tensor:
     return out
 
 
+def check_num_frontier(num_frontier) -> None:
+    """A frontier's valid count: a ``[1]`` int64 tensor (TypeError otherwise)."""
+    if not isinstance(num_frontier, torch.Tensor) or num_frontier.numel() != 1 or \
+            num_frontier.dtype != torch.int64:
+        raise TypeError(f"num_frontier must be a [1] int64 tensor (a device scalar), got "
+                        f"{getattr(num_frontier, 'dtype', type(num_frontier).__name__)} "
+                        f"{tuple(getattr(num_frontier, 'shape', ()))}")
+
+
 @on_device_of("frontier")
 def classify_frontier(
     indptr: torch.Tensor,
@@ -344,11 +353,7 @@ def classify_frontier(
     check_dense_index(indptr, "indptr", (torch.int64,))
     if hot_indptr is not None:
         check_dense_index(hot_indptr, "hot_indptr", (torch.int64,))
-    if not isinstance(num_frontier, torch.Tensor) or num_frontier.numel() != 1 or \
-            num_frontier.dtype != torch.int64:
-        raise TypeError(f"num_frontier must be a [1] int64 tensor (a device scalar), got "
-                        f"{getattr(num_frontier, 'dtype', type(num_frontier).__name__)} "
-                        f"{tuple(getattr(num_frontier, 'shape', ()))}")
+    check_num_frontier(num_frontier)
     block = _block_size(block)
     device = frontier.device
     num_batches = 1 if batch_ptr is None else batch_ptr.numel() - 1

@@ -61,7 +61,7 @@ import triton
 import triton.language as tl
 
 from . import reference
-from .classify import _load_tiered, classify_frontier
+from .classify import _load_tiered, check_num_frontier, classify_frontier
 from .outputs import HopSample
 from ._launch import check_dense_index, check_readable, interpreted_block, next_power_of_2, on_device_of, use_triton
 
@@ -334,9 +334,9 @@ def sample_neighbors(
     if hot_indptr is not None and hot_indices is not None:
         check_dense_index(hot_indptr, "hot_indptr", (torch.int64,))
         check_dense_index(hot_indices, "hot_indices", (torch.int32, torch.int64))
-    if method != "foundation" and frontier_batch is not None:
+    if method not in BATCH_METHODS and frontier_batch is not None:
         raise ValueError(f"method={method!r} samples one batch per launch; a super-batch "
-                         f"(frontier_batch) takes method='foundation'")
+                         f"(frontier_batch) takes method='foundation' or 'fused'")
     if not use_triton(device):
         return reference.sample_neighbors(indptr, indices, frontier, frontier_local, num_frontier, fanout,
                                           replace, generator, return_eid, frontier_batch, batch_ptr)
@@ -359,6 +359,11 @@ def sample_neighbors(
         hot_indptr, hot_indices = indptr, indices
     has_batch = frontier_batch is not None
     bound = frontier.numel()
+    if method == "fused" and fanout >= 0:
+        check_num_frontier(num_frontier)
+        return _sample_fused(indptr, indices, hot_indptr, hot_indices, frontier, frontier_local, num_frontier,
+                             fanout, replace, generator, return_eid, seed, frontier_batch, batch_ptr, tiered,
+                             d_max)
     classified = classify_frontier(indptr, frontier, num_frontier, fanout, replace, frontier_batch, batch_ptr,
                                    hot_indptr if tiered else None)
     edge_ptr = classified.edge_ptr
@@ -409,7 +414,36 @@ def sample_neighbors(
     return HopSample(src, dst, eid if return_eid else None, num_edges, batch if has_batch else None, edge_ptr)
 
 
-METHODS = ("foundation", "grouped", "grouped_split")
+def _sample_fused(indptr, indices, hot_indptr, hot_indices, frontier, frontier_local, num_frontier, fanout,
+                  replace, generator, return_eid, seed, frontier_batch, batch_ptr, tiered, d_max) -> HopSample:
+    """``method="fused"`` with ``fanout >= 0``: one launch (``sample_fused``)."""
+    device = frontier.device
+    bound = frontier.numel()
+    has_batch = frontier_batch is not None
+    src = torch.empty(bound * fanout, dtype=torch.int64, device=device)
+    dst = torch.empty_like(src)
+    eid = torch.empty_like(src) if return_eid else src
+    batch = torch.empty_like(src) if has_batch else src
+    if src.numel() == 0:  # no slot: no edge in any sub-batch
+        num_batches = batch_ptr.numel() - 1 if has_batch else 1
+        edge_ptr = torch.zeros(num_batches + 1, dtype=torch.int64, device=device)
+    else:
+        if seed is None:
+            seed = torch.full((1,), int(draw_seeds(1, generator)[0]), dtype=torch.int64, device=device)
+        # imported here: sample_fused builds on this module's device helpers
+        from .sample_fused import launch_fused
+        edge_ptr = launch_fused(indptr, hot_indptr, indices, hot_indices, frontier.contiguous(), frontier_local,
+                                num_frontier, frontier_batch, batch_ptr, seed, src, dst, eid, batch, fanout,
+                                replace, return_eid, tiered, d_max, stage=FUSED_STAGE and (replace or d_max > fanout))
+    return HopSample(src, dst, eid if return_eid else None, edge_ptr[-1:], batch if has_batch else None, edge_ptr)
+
+
+METHODS = ("foundation", "grouped", "grouped_split", "fused")
+# the methods that sample a super-batch's K sub-batches in one launch
+BATCH_METHODS = ("foundation", "fused")
+# whether method="fused" stages rows of degree <= d_max (the grouped tile) or
+# reads every pick from memory (the foundation's tile); see sample_fused
+FUSED_STAGE = False
 # neighbours drawn per node at most: a node's draws are one [fanout]-wide row
 # of a register tile (and its Floyd draw a loop of fanout steps)
 MAX_FANOUT = 1024

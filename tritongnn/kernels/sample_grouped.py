@@ -79,18 +79,23 @@ from .sample import _draw_positions, _load_tiered
 
 @triton.jit
 def _grouped_tile(
-    indices, hot_indices, frontier_local, row_start, degree, offsets,
-    out_src, out_dst, out_eid, seed, num_hot_edges,
-    i_n,   # [BN] int64 frontier positions of the tile's nodes
-    m_n,   # [BN] which of them are real
+    indices, hot_indices, out_src, out_dst, out_eid, out_batch, num_hot_edges,
+    b_start,  # [BN] int64 row start of each node (indptr[v])
+    b_deg,    # [BN] int64 its degree
+    b_end,    # [BN] int64 inclusive end of its output edges
+    b_dst,    # [BN] int64 its local id (the target written)
+    b_seed,   # the Philox seed: a scalar, or [BN] with PER_NODE_SEED (each node's sub-batch's)
+    b_draw,   # [BN] int64 its Philox position (frontier position within its sub-batch)
+    b_batch,  # [BN] int64 its sub-batch (written with HAS_BATCH)
+    m_n,      # [BN] which nodes are real
     FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr, D_MAX: tl.constexpr, TILE: tl.constexpr,
     STAGE: tl.constexpr, REPLACE: tl.constexpr, WRITE_EID: tl.constexpr, TIERED: tl.constexpr,
-    FULL_ONLY: tl.constexpr, BLOCK_NODES: tl.constexpr,
+    FULL_ONLY: tl.constexpr, PER_NODE_SEED: tl.constexpr, HAS_BATCH: tl.constexpr,
+    BLOCK_NODES: tl.constexpr,
 ):
-    b_start = tl.load(row_start + i_n, mask=m_n, other=0)  # [BN]
-    b_deg = tl.load(degree + i_n, mask=m_n, other=0)
-    b_end = tl.load(offsets + i_n, mask=m_n, other=0)
-    b_dst = tl.load(frontier_local + i_n, mask=m_n, other=0)
+    """Draw and write the edges of a tile of nodes whose row bounds, output
+    place and Philox stream are known; the grouped kernels below and the
+    one-pass kernel (``sample_fused``) share it."""
     o_j = tl.arange(0, FANOUT_PAD)  # [FP]
 
     if STAGE:
@@ -107,8 +112,8 @@ def _grouped_tile(
         b_pick = tl.broadcast_to(o_j[None, :], (BLOCK_NODES, FANOUT_PAD))  # [BN, FP]
         b_count = tl.minimum(b_deg, FANOUT)
     else:
-        b_pick, b_count = _draw_positions(tl.load(seed), i_n, b_deg, m_n, FANOUT, FANOUT_PAD, REPLACE, False,
-                                          BLOCK_NODES)  # [BN, FP], [BN]
+        b_pick, b_count = _draw_positions(b_seed, b_draw, b_deg, m_n, FANOUT, FANOUT_PAD, REPLACE,
+                                          PER_NODE_SEED, BLOCK_NODES)  # [BN, FP], [BN]
     m_e = m_n[:, None] & (o_j[None, :] < b_count[:, None])  # [BN, FP]
     b_pos = b_start[:, None] + b_pick  # [BN, FP] CSC position of each edge
 
@@ -128,6 +133,24 @@ def _grouped_tile(
     tl.store(out_dst + o_out, tl.broadcast_to(b_dst[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
     if WRITE_EID:
         tl.store(out_eid + o_out, b_pos, mask=m_e)
+    if HAS_BATCH:
+        tl.store(out_batch + o_out, tl.broadcast_to(b_batch[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
+
+
+@triton.jit
+def _grouped_nodes(indices, hot_indices, frontier_local, row_start, degree, offsets, out_src, out_dst, out_eid,
+                   seed, num_hot_edges, i_n, m_n, FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr,
+                   D_MAX: tl.constexpr, TILE: tl.constexpr, STAGE: tl.constexpr, REPLACE: tl.constexpr,
+                   WRITE_EID: tl.constexpr, TIERED: tl.constexpr, FULL_ONLY: tl.constexpr,
+                   BLOCK_NODES: tl.constexpr):
+    # frontier positions ``i_n`` of one batch: the classifier's arrays give the rest
+    b_start = tl.load(row_start + i_n, mask=m_n, other=0)  # [BN]
+    b_deg = tl.load(degree + i_n, mask=m_n, other=0)
+    b_end = tl.load(offsets + i_n, mask=m_n, other=0)
+    b_dst = tl.load(frontier_local + i_n, mask=m_n, other=0)
+    _grouped_tile(indices, hot_indices, out_src, out_dst, out_eid, out_eid, num_hot_edges, b_start, b_deg,
+                  b_end, b_dst, tl.load(seed), i_n, i_n, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE, REPLACE,
+                  WRITE_EID, TIERED, FULL_ONLY, False, False, BLOCK_NODES)
 
 
 @triton.jit(do_not_specialize=["bound", "num_hot_edges"])
@@ -167,9 +190,9 @@ def _grouped_kernel(
         i_k = first + tl.arange(0, BLOCK_NODES)  # [BN] slots of order
         m_n = (i_k < bound) & (i_k < num_valid)
         i_n = tl.load(order + i_k, mask=m_n, other=0)
-        _grouped_tile(indices, hot_indices, frontier_local, row_start, degree, offsets, out_src, out_dst,
-                      out_eid, seed, num_hot_edges, i_n, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE,
-                      REPLACE, WRITE_EID, TIERED, False, BLOCK_NODES)
+        _grouped_nodes(indices, hot_indices, frontier_local, row_start, degree, offsets, out_src, out_dst,
+                       out_eid, seed, num_hot_edges, i_n, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE,
+                       REPLACE, WRITE_EID, TIERED, False, BLOCK_NODES)
     else:
         # order[:num_full] holds the full nodes, order[num_full:num_valid]
         # the random ones; the grid covers ``bound`` slots for either part,
@@ -184,9 +207,9 @@ def _grouped_kernel(
             i_k = first + tl.arange(0, BLOCK_NODES)  # [BN] slots of order
             m_n = (i_k < bound) & (i_k < end)
             i_n = tl.load(order + i_k, mask=m_n, other=0)
-            _grouped_tile(indices, hot_indices, frontier_local, row_start, degree, offsets, out_src,
-                          out_dst, out_eid, seed, num_hot_edges, i_n, m_n, FANOUT, FANOUT_PAD, D_MAX,
-                          TILE, STAGE, REPLACE, WRITE_EID, TIERED, NODES == "full", BLOCK_NODES)
+            _grouped_nodes(indices, hot_indices, frontier_local, row_start, degree, offsets, out_src,
+                           out_dst, out_eid, seed, num_hot_edges, i_n, m_n, FANOUT, FANOUT_PAD, D_MAX,
+                           TILE, STAGE, REPLACE, WRITE_EID, TIERED, NODES == "full", BLOCK_NODES)
 
 
 def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int]:

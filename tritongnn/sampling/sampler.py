@@ -72,7 +72,7 @@ from ..graph import CSCGraph
 from ..host_memory import capturing, pinned_empty
 from ..kernels import IdMap, draw_seeds, pack_prefixes, sample_neighbors
 from ..kernels.id_map import DirectTable, direct_fits
-from ..kernels.sample import MAX_FANOUT, check_method
+from ..kernels.sample import BATCH_METHODS, MAX_FANOUT, check_method
 from ..kernels._launch import host_list, new_stream, on_device, on_device_of, use_triton
 
 # Both limits are per sub-batch: a super-batch of K has K times each.
@@ -458,7 +458,8 @@ class NeighborSampler:
                                      num_frontier, fanout, self.replace, generator, self.return_eid,
                                      seed=None if rng is None else rng[hop], frontier_batch=frontier_batch,
                                      batch_ptr=batch_ptr, **self._tiers,
-                                     **(self._kernel if frontier_batch is None else {}))
+                                     **(self._kernel if frontier_batch is None or self._kernel["method"] in
+                                        BATCH_METHODS else {}))
             # the last hop's new nodes are no frontier: their local ids need
             # not be stored (in the table or as new_local)
             mapped = id_map.insert(edges.src, edges.num_edges, edges.batch,

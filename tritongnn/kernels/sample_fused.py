@@ -1,0 +1,198 @@
+"""One hop in one pass: classification, placement and grouped sampling fused.
+
+``sample_neighbors(..., method="fused")``. The foundation and grouped
+samplers run a hop as four launches: the degree classifier's three passes
+(``kernels.classify``: row bounds and degrees written out, a multi-block
+scan of the counts, the offsets and the full-first ``order`` written out)
+and a sampling kernel that reads those per-node arrays back. Measured on an
+H200 (``bench/results/README.md``, the sampler's floor), that costs a hop
+2-4x the time of the reads any exact sampler must make: on small frontiers
+the four launches' latency, on large ones the per-node arrays' round trips.
+
+Here one program takes ``BLOCK_NODES`` consecutive frontier nodes and
+
+1. reads their row bounds (``indptr``, or the adjacency cache's copy) and
+   their counts (``min(degree, fanout)``, as the classifier's
+   ``_count_and_class``), and scans the counts in the block (``tl.cumsum``);
+2. finds where its block's edges start with a *decoupled look-back*
+   (Merrill and Garland's single-pass scan): it publishes its block's sum,
+   then walks back over its predecessors' published values until one
+   carries an inclusive prefix, and publishes its own. Blocks take their
+   place in the chain from an atomic ticket, not ``program_id``, so a
+   program only ever waits on programs already running (no reliance on the
+   order the hardware starts them in). Each status word packs the value and
+   its flag in one int64, written by one atomic exchange and read by one
+   volatile load, so no reader sees a flag without its value;
+3. draws and writes its nodes' edges with the grouped tile
+   (``sample_grouped._grouped_tile``: the ``[nodes x fanout]`` layout, rows
+   of degree ``<= d_max`` staged by one coalesced load where ``stage``).
+
+The per-node arrays never leave registers, and a hop is two graph nodes
+(the status words' memset and this kernel) instead of four kernels. What the
+fusion gives up: the classifier's full-first ``order``, which lets tiles of
+full nodes skip Floyd's draws (here a tile draws when any node in it does).
+
+Same edges, bit for bit. Node ``i`` of sub-batch ``k`` draws from
+``seed[k]`` and its position within sub-batch ``k`` through the same
+``_draw_positions`` as every other method, and its edges go to the same
+slots (the exclusive scan of the counts in frontier order), so the output is
+the foundation kernel's exactly (``tests/test_sample_grouped.py``,
+``tests/test_super_batch.py``); the distribution tests carry over and are
+repeated on this kernel.
+
+``fanout = -1`` (whole rows, an output sized on the host) keeps the
+classifier's path.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._launch import interpreted_block, next_power_of_2
+from .classify import _count_and_class, _load_tiered
+from .sample_grouped import _grouped_tile, _launch_settings as _grouped_settings
+
+# a status word: value << 2 | flag; 0 means "not published yet"
+_AGGREGATE = 1  # the block's own sum
+_PREFIX = 2     # the sum of every block up to and including this one
+
+
+@triton.jit
+def _look_back(status, ticket, block_sum):
+    """Exclusive prefix of block ``ticket``: publish its sum, add its
+    predecessors' published values walking back to the first inclusive
+    prefix (waiting on any not yet published), publish its own prefix."""
+    p_status = status + 1  # word 0 is the ticket counter
+    tl.atomic_xchg(p_status + ticket, (block_sum << 2) | tl.where(ticket == 0, 2, 1))
+    prefix = tl.zeros((), tl.int64)
+    j = ticket - 1
+    while j >= 0:
+        word = tl.load(p_status + j, volatile=True)
+        flag = word & 3
+        if flag != 0:  # else: not published yet, read it again
+            prefix += word >> 2
+            j = tl.where(flag == 2, -1, j - 1)
+    if ticket > 0:
+        tl.atomic_xchg(p_status + ticket, ((prefix + block_sum) << 2) | 2)
+    return prefix
+
+
+@triton.jit(do_not_specialize=["bound", "num_hot", "num_hot_edges", "num_batches"])
+def _fused_kernel(
+    indptr,          # [N + 1] int64 CSC pointer, GPU or pinned host
+    hot_indptr,      # [num_hot + 1] int64 GPU copy of indptr[:num_hot + 1] (if TIERED)
+    indices,         # [E] int32/int64 CSC sources, GPU or pinned host
+    hot_indices,     # [num_hot_edges] GPU copy of indices[:num_hot_edges] (if TIERED)
+    frontier,        # [bound] int64 global ids; the first num_frontier are sampled
+    frontier_local,  # [bound] int64 local id of each frontier node (edge target)
+    num_frontier,    # [1] int64 device scalar
+    frontier_batch,  # [bound] int64 sub-batch of each frontier node (if HAS_BATCH)
+    batch_ptr,       # [K + 1] int64 first frontier position of each sub-batch (if HAS_BATCH)
+    seed,            # [K] int64 Philox seed of each sub-batch
+    status,          # [1 + programs] int64 zeroed: the ticket counter, then one status word a block
+    out_src,         # [bound * fanout] int64 out
+    out_dst,         # [bound * fanout] int64 out
+    out_eid,         # [bound * fanout] int64 out (if WRITE_EID)
+    out_batch,       # [bound * fanout] int64 out (if HAS_BATCH)
+    edge_ptr,        # [K + 1] int64 out: first output edge of each sub-batch; [K] = all edges
+    bound,
+    num_hot,         # rows of nodes < num_hot come from hot_indptr
+    num_hot_edges,   # CSC positions < num_hot_edges come from hot_indices
+    num_batches,     # K
+    FANOUT: tl.constexpr,
+    FANOUT_PAD: tl.constexpr,
+    D_MAX: tl.constexpr,
+    TILE: tl.constexpr,
+    STAGE: tl.constexpr,
+    REPLACE: tl.constexpr,
+    WRITE_EID: tl.constexpr,
+    TIERED: tl.constexpr,
+    HAS_BATCH: tl.constexpr,
+    BLOCK_NODES: tl.constexpr,
+    BLOCK_K: tl.constexpr,  # >= K + 1, a power of two
+):
+    ticket = tl.atomic_add(status, 1).to(tl.int64)
+    first = ticket * BLOCK_NODES
+    n = tl.minimum(tl.maximum(tl.load(num_frontier), 0), bound)  # a count past the buffer: the buffer
+    # Blocks past the last node write nothing and no later block needs their
+    # sum; the block holding position n (maybe past every node) still runs:
+    # it writes edge_ptr[K].
+    if first <= n:
+        i_n = first + tl.arange(0, BLOCK_NODES)  # [BN] frontier positions
+        m_n = i_n < n
+        b_v = tl.load(frontier + i_n, mask=m_n, other=0)
+        b_start = _load_tiered(hot_indptr, indptr, b_v, num_hot, m_n, TIERED)
+        b_deg = _load_tiered(hot_indptr, indptr, b_v + 1, num_hot + 1, m_n, TIERED) - b_start
+        b_count, _ = _count_and_class(b_deg, m_n, FANOUT, False, REPLACE)
+        b_inclusive = tl.cumsum(b_count, axis=0)
+        prefix = _look_back(status, ticket, tl.sum(b_count, axis=0))
+        b_end = prefix + b_inclusive  # inclusive end of each node's edges
+
+        # edge_ptr[k] = edges before position batch_ptr[k], written by the
+        # block holding that position
+        o_k = tl.arange(0, BLOCK_K).to(tl.int64)
+        m_k = o_k <= num_batches
+        if HAS_BATCH:
+            b_ptr = tl.load(batch_ptr + o_k, mask=m_k, other=0)
+        else:
+            b_ptr = tl.where(o_k == 0, 0, n)
+        m_mine = m_k & (b_ptr >= first) & (b_ptr < first + BLOCK_NODES)
+        b_before = tl.sum(tl.where(i_n[None, :] < b_ptr[:, None], b_count[None, :], 0), axis=1)  # [BK]
+        tl.store(edge_ptr + o_k, prefix + b_before, mask=m_mine)
+
+        b_dst = tl.load(frontier_local + i_n, mask=m_n, other=0)
+        if HAS_BATCH:
+            b_batch = tl.load(frontier_batch + i_n, mask=m_n, other=0)
+            b_seed = tl.load(seed + b_batch, mask=m_n, other=0)
+            # Philox counters count from the sub-batch's first node
+            b_draw = i_n - tl.load(batch_ptr + b_batch, mask=m_n, other=0)
+        else:
+            b_batch = i_n
+            b_seed = tl.load(seed)
+            b_draw = i_n
+        _grouped_tile(indices, hot_indices, out_src, out_dst, out_eid, out_batch, num_hot_edges, b_start,
+                      b_deg, b_end, b_dst, b_seed, b_draw, b_batch, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE,
+                      REPLACE, WRITE_EID, TIERED, False, HAS_BATCH, HAS_BATCH, BLOCK_NODES)
+
+
+def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int]:
+    """``(BLOCK_NODES, num_warps)``: the grouped kernel's shapes when
+    staging, else the foundation kernel's ``[BN, FP]`` tile of ~2048
+    elements (fanout 15: 128 nodes a program)."""
+    if stage:
+        return _grouped_settings(fanout_pad, d_max, True)
+    return interpreted_block(max(16, min(256, 2048 // fanout_pad)), 256), 4
+
+
+def launch_fused(indptr, hot_indptr, indices, hot_indices, frontier, frontier_local, num_frontier,
+                 frontier_batch, batch_ptr, seed, src, dst, eid, batch, fanout: int, replace: bool,
+                 return_eid: bool, tiered: bool, d_max: int, stage: bool) -> torch.Tensor:
+    """Write one hop's edges into ``src``/``dst``/``eid``/``batch`` (``bound *
+    fanout`` slots, ``fanout >= 1``) in one launch and return ``edge_ptr``
+    (``[K + 1]``). Called by ``sample.sample_neighbors`` with its checked
+    arguments; ``frontier_batch``/``batch_ptr`` None for one batch.
+    ``stage``: rows of degree ``<= d_max`` go through the staged tile."""
+    device = frontier.device
+    bound = frontier.numel()
+    has_batch = frontier_batch is not None
+    num_batches = batch_ptr.numel() - 1 if has_batch else 1
+    fanout_pad = next_power_of_2(fanout)
+    if not stage:
+        d_max = 1  # unused: one compiled variant for every d_max
+    block_nodes, num_warps = _launch_settings(fanout_pad, d_max, stage)
+    # one block more than the nodes need: position ``bound`` (the end of a
+    # full buffer) has a block too, which writes edge_ptr[K]
+    programs = bound // block_nodes + 1
+    status = torch.zeros(1 + programs, dtype=torch.int64, device=device)
+    edge_ptr = torch.empty(num_batches + 1, dtype=torch.int64, device=device)
+    if not has_batch:  # never read: HAS_BATCH is off
+        frontier_batch = batch_ptr = frontier
+    _fused_kernel[(programs,)](
+        indptr, hot_indptr, indices, hot_indices, frontier, frontier_local.contiguous(), num_frontier,
+        frontier_batch.contiguous(), batch_ptr, seed, status, src, dst, eid, batch, edge_ptr, bound,
+        hot_indptr.numel() - 1, hot_indices.numel(), num_batches, FANOUT=fanout, FANOUT_PAD=fanout_pad,
+        D_MAX=d_max, TILE=max(d_max, fanout_pad), STAGE=stage, REPLACE=replace, WRITE_EID=return_eid,
+        TIERED=tiered, HAS_BATCH=has_batch, BLOCK_NODES=block_nodes, BLOCK_K=next_power_of_2(num_batches + 1),
+        num_warps=num_warps)
+    return edge_ptr
