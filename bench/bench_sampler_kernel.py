@@ -67,6 +67,8 @@ def parse_args():
     parser.add_argument("--d-max", type=int, nargs="+", default=[32, 64, 128])
     parser.add_argument("--foundation-block-nodes", type=int, nargs="*", default=[16, 32],
                         help="also time the foundation kernel at these tile heights (its default: 128-256)")
+    parser.add_argument("--fused-block-nodes", type=int, nargs="*", default=[],
+                        help="also time method='fused' at these tile heights (nodes a program)")
     parser.add_argument("--replace", action="store_true")
     parser.add_argument("--floor", type=int, default=1, choices=[0, 1],
                         help="also time the reads alone (module docstring); 0: not")
@@ -132,18 +134,21 @@ def timed(fn, device):
 
 
 @contextlib.contextmanager
-def foundation_block_nodes(block_nodes):
-    """The foundation kernel at another tile height: its registers (and so
-    its programs an SM) fall with it, which a faster grouped kernel might owe
-    to its small tiles rather than to staging. This baseline tells them apart."""
-    from tritongnn.kernels import sample as sample_module
-    saved = sample_module._launch_settings
+def tile_height(block_nodes):
+    """The foundation (or fused) kernel at another tile height: its registers
+    (and so its programs an SM) fall with it, which a faster grouped kernel
+    might owe to its small tiles rather than to staging. This baseline tells
+    them apart; for the fused kernel, the height also sets its look-back's
+    chain length."""
+    from tritongnn.kernels import sample as sample_module, sample_fused
+    saved = sample_module._launch_settings, sample_fused._launch_settings
     if block_nodes:
         sample_module._launch_settings = lambda fanout_pad: (block_nodes, 4)
+        sample_fused._launch_settings = lambda fanout_pad, d_max, stage: (block_nodes, 4)
     try:
         yield
     finally:
-        sample_module._launch_settings = saved
+        sample_module._launch_settings, sample_fused._launch_settings = saved
 
 
 @contextlib.contextmanager
@@ -201,6 +206,7 @@ def bench_graph(name, graph, args, device, rows):
         [(f"foundation BN={b}", "foundation", None, b, False) for b in args.foundation_block_nodes] + \
         [(f"{m} d_max={d}", m, d, None, False) for m in ("grouped", "grouped_split") for d in args.d_max] + \
         [("fused", "fused", None, None, False)] + \
+        [(f"fused BN={b}", "fused", None, b, False) for b in args.fused_block_nodes] + \
         [(f"fused staged d_max={d}", "fused", d, None, True) for d in args.d_max]
     for placement in args.placements:
         if placement == "host" and device.type != "cuda":
@@ -215,7 +221,7 @@ def bench_graph(name, graph, args, device, rows):
             full = int((degree <= fanout).sum())
 
             def call(method, d_max, block_nodes, stage=False):
-                with foundation_block_nodes(block_nodes), fused_staging(stage):
+                with tile_height(block_nodes), fused_staging(stage):
                     return sample_neighbors(g.indptr, g.indices, frontier, local, num, fanout, args.replace,
                                             return_eid=True, seed=seed, method=method, d_max=d_max or 64)
 

@@ -53,26 +53,38 @@ from ._launch import interpreted_block, next_power_of_2
 from .classify import _count_and_class, _load_tiered
 from .sample_grouped import _grouped_tile, _launch_settings as _grouped_settings
 
-# a status word: value << 2 | flag; 0 means "not published yet"
-_AGGREGATE = 1  # the block's own sum
-_PREFIX = 2     # the sum of every block up to and including this one
+# A status word is value << 2 | flag: 0 not published yet, 1 the block's own
+# sum, 2 the sum of every block up to and including it (its inclusive prefix).
+# Predecessors' words read at once by a block's look-back.
+LOOK_BACK = 32
 
 
 @triton.jit
-def _look_back(status, ticket, block_sum):
+def _look_back(status, ticket, block_sum, WINDOW: tl.constexpr):
     """Exclusive prefix of block ``ticket``: publish its sum, add its
-    predecessors' published values walking back to the first inclusive
-    prefix (waiting on any not yet published), publish its own prefix."""
+    predecessors' published values walking back to the nearest inclusive
+    prefix, publish its own prefix.
+
+    The walk reads ``WINDOW`` predecessors' words in one load (a scalar walk
+    pays one dependent load, ~1 us, per block it passes): where every word
+    from the nearest prefix on is published, their values are the answer;
+    with no prefix in the window, its sum is added and the walk moves one
+    window back; with a word not yet published, the window is read again."""
     p_status = status + 1  # word 0 is the ticket counter
     tl.atomic_xchg(p_status + ticket, (block_sum << 2) | tl.where(ticket == 0, 2, 1))
     prefix = tl.zeros((), tl.int64)
-    j = ticket - 1
-    while j >= 0:
-        word = tl.load(p_status + j, volatile=True)
-        flag = word & 3
-        if flag != 0:  # else: not published yet, read it again
-            prefix += word >> 2
-            j = tl.where(flag == 2, -1, j - 1)
+    o_w = tl.arange(0, WINDOW).to(tl.int64)
+    end = ticket  # blocks [0, end) still to add
+    while end > 0:
+        o_b = end - WINDOW + o_w  # [W] blocks end - W .. end - 1
+        # blocks before the first count as a published prefix of 0
+        b_word = tl.load(p_status + o_b, mask=o_b >= 0, other=2, volatile=True)
+        b_flag = b_word & 3
+        nearest = tl.max(tl.where(b_flag == 2, o_b, -WINDOW - 1), axis=0)  # the nearest prefix, if any
+        m_use = o_b >= nearest  # the words to add: from the nearest prefix on (all without one)
+        if tl.min(tl.where(m_use, b_flag, 3), axis=0) > 0:  # all published: else read them again
+            prefix += tl.sum(tl.where(m_use, b_word >> 2, 0), axis=0)
+            end = tl.where(nearest >= end - WINDOW, 0, end - WINDOW)
     if ticket > 0:
         tl.atomic_xchg(p_status + ticket, ((prefix + block_sum) << 2) | 2)
     return prefix
@@ -111,6 +123,7 @@ def _fused_kernel(
     HAS_BATCH: tl.constexpr,
     BLOCK_NODES: tl.constexpr,
     BLOCK_K: tl.constexpr,  # >= K + 1, a power of two
+    LOOK_BACK: tl.constexpr,  # predecessors' status words read at once
 ):
     ticket = tl.atomic_add(status, 1).to(tl.int64)
     first = ticket * BLOCK_NODES
@@ -126,7 +139,7 @@ def _fused_kernel(
         b_deg = _load_tiered(hot_indptr, indptr, b_v + 1, num_hot + 1, m_n, TIERED) - b_start
         b_count, _ = _count_and_class(b_deg, m_n, FANOUT, False, REPLACE)
         b_inclusive = tl.cumsum(b_count, axis=0)
-        prefix = _look_back(status, ticket, tl.sum(b_count, axis=0))
+        prefix = _look_back(status, ticket, tl.sum(b_count, axis=0), LOOK_BACK)
         b_end = prefix + b_inclusive  # inclusive end of each node's edges
 
         # edge_ptr[k] = edges before position batch_ptr[k], written by the
@@ -194,5 +207,5 @@ def launch_fused(indptr, hot_indptr, indices, hot_indices, frontier, frontier_lo
         hot_indptr.numel() - 1, hot_indices.numel(), num_batches, FANOUT=fanout, FANOUT_PAD=fanout_pad,
         D_MAX=d_max, TILE=max(d_max, fanout_pad), STAGE=stage, REPLACE=replace, WRITE_EID=return_eid,
         TIERED=tiered, HAS_BATCH=has_batch, BLOCK_NODES=block_nodes, BLOCK_K=next_power_of_2(num_batches + 1),
-        num_warps=num_warps)
+        LOOK_BACK=LOOK_BACK, num_warps=num_warps)
     return edge_ptr
