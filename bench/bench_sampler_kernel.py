@@ -55,6 +55,11 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def shape(text):
+    nodes, warps = text.split(":")
+    return int(nodes), int(warps)
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda", help="cpu: a smoke test of the script (interpreter)")
@@ -67,8 +72,8 @@ def parse_args():
     parser.add_argument("--d-max", type=int, nargs="+", default=[32, 64, 128])
     parser.add_argument("--foundation-block-nodes", type=int, nargs="*", default=[16, 32],
                         help="also time the foundation kernel at these tile heights (its default: 128-256)")
-    parser.add_argument("--fused-block-nodes", type=int, nargs="*", default=[],
-                        help="also time method='fused' at these tile heights (nodes a program)")
+    parser.add_argument("--fused-shapes", type=shape, nargs="*", default=[],
+                        help="also time method='fused' at these NODES:WARPS (nodes a program, its warps)")
     parser.add_argument("--replace", action="store_true")
     parser.add_argument("--floor", type=int, default=1, choices=[0, 1],
                         help="also time the reads alone (module docstring); 0: not")
@@ -135,7 +140,8 @@ def timed(fn, device):
 
 @contextlib.contextmanager
 def tile_height(block_nodes):
-    """The foundation (or fused) kernel at another tile height: its registers
+    """The foundation (or fused) kernel at another tile height (``(nodes,
+    warps)`` for another warp count too): its registers
     (and so its programs an SM) fall with it, which a faster grouped kernel
     might owe to its small tiles rather than to staging. This baseline tells
     them apart; for the fused kernel, the height also sets its look-back's
@@ -143,8 +149,9 @@ def tile_height(block_nodes):
     from tritongnn.kernels import sample as sample_module, sample_fused
     saved = sample_module._launch_settings, sample_fused._launch_settings
     if block_nodes:
-        sample_module._launch_settings = lambda fanout_pad: (block_nodes, 4)
-        sample_fused._launch_settings = lambda fanout_pad, d_max, stage: (block_nodes, 4)
+        nodes, warps = block_nodes if isinstance(block_nodes, tuple) else (block_nodes, 4)
+        sample_module._launch_settings = lambda fanout_pad: (nodes, warps)
+        sample_fused._launch_settings = lambda fanout_pad, d_max, stage: (nodes, warps)
     try:
         yield
     finally:
@@ -206,7 +213,7 @@ def bench_graph(name, graph, args, device, rows):
         [(f"foundation BN={b}", "foundation", None, b, False) for b in args.foundation_block_nodes] + \
         [(f"{m} d_max={d}", m, d, None, False) for m in ("grouped", "grouped_split") for d in args.d_max] + \
         [("fused", "fused", None, None, False)] + \
-        [(f"fused BN={b}", "fused", None, b, False) for b in args.fused_block_nodes] + \
+        [(f"fused BN={b} w{w}", "fused", None, (b, w), False) for b, w in args.fused_shapes] + \
         [(f"fused staged d_max={d}", "fused", d, None, True) for d in args.d_max]
     for placement in args.placements:
         if placement == "host" and device.type != "cuda":

@@ -29,7 +29,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KERNELS = {"_sample_kernel": "foundation", "_grouped_kernel": "grouped"}
+KERNELS = {"_sample_kernel": "foundation", "_grouped_kernel": "grouped", "_fused_kernel": "fused"}
 METRICS = {
     "gpu__time_duration.sum": "duration_ns",
     "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct": "load_efficiency_pct",

@@ -18,11 +18,12 @@ import triton.language as tl
 
 from graphs import csc_from_degrees
 from tritongnn.kernels import sample as sample_module, sample_neighbors
-from tritongnn.kernels.sample_fused import LOOK_BACK, _look_back
+from tritongnn.kernels.sample_fused import LOOK_BACK, _look_back, _publish_sum
 
 
 @triton.jit
 def _look_back_probe(status, ticket, block_sum, out, WINDOW: tl.constexpr):
+    _publish_sum(status, tl.load(ticket), tl.load(block_sum))
     tl.store(out, _look_back(status, tl.load(ticket), tl.load(block_sum), WINDOW))
 
 

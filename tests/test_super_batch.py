@@ -338,7 +338,7 @@ def test_loader_super_batch_gathers_once_a_pass(device, monkeypatch):
     assert_same_batches(plain_epochs(data, **dict(args, super_batch=1))[0], one_by_one)
 
 
-@pytest.mark.parametrize("kernel", ["grouped", "grouped_split"])
+@pytest.mark.parametrize("kernel", ["grouped", "grouped_split", "fused"])
 def test_loader_sample_kernel_same_batches(device, kernel):
     # GARDEN's grouped sampler behind the loader: the batches of the default
     # kernel, alone and (foundation kernel inside) in super-batches

@@ -51,7 +51,7 @@ import triton.language as tl
 
 from ._launch import interpreted_block, next_power_of_2
 from .classify import _count_and_class, _load_tiered
-from .sample_grouped import _grouped_tile, _launch_settings as _grouped_settings
+from .sample_grouped import _grouped_picks, _launch_settings as _grouped_settings, _write_edges
 
 # A status word is value << 2 | flag: 0 not published yet, 1 the block's own
 # sum, 2 the sum of every block up to and including it (its inclusive prefix).
@@ -60,9 +60,15 @@ LOOK_BACK = 32
 
 
 @triton.jit
+def _publish_sum(status, ticket, block_sum):
+    """Publish block ``ticket``'s own sum (block 0's is its inclusive prefix)."""
+    tl.atomic_xchg(status + 1 + ticket, (block_sum << 2) | tl.where(ticket == 0, 2, 1))
+
+
+@triton.jit
 def _look_back(status, ticket, block_sum, WINDOW: tl.constexpr):
-    """Exclusive prefix of block ``ticket``: publish its sum, add its
-    predecessors' published values walking back to the nearest inclusive
+    """Exclusive prefix of block ``ticket``, whose sum is published: add
+    its predecessors' published values walking back to the nearest inclusive
     prefix, publish its own prefix.
 
     The walk reads ``WINDOW`` predecessors' words in one load (a scalar walk
@@ -71,7 +77,6 @@ def _look_back(status, ticket, block_sum, WINDOW: tl.constexpr):
     with no prefix in the window, its sum is added and the walk moves one
     window back; with a word not yet published, the window is read again."""
     p_status = status + 1  # word 0 is the ticket counter
-    tl.atomic_xchg(p_status + ticket, (block_sum << 2) | tl.where(ticket == 0, 2, 1))
     prefix = tl.zeros((), tl.int64)
     o_w = tl.arange(0, WINDOW).to(tl.int64)
     end = ticket  # blocks [0, end) still to add
@@ -139,8 +144,27 @@ def _fused_kernel(
         b_deg = _load_tiered(hot_indptr, indptr, b_v + 1, num_hot + 1, m_n, TIERED) - b_start
         b_count, _ = _count_and_class(b_deg, m_n, FANOUT, False, REPLACE)
         b_inclusive = tl.cumsum(b_count, axis=0)
-        prefix = _look_back(status, ticket, tl.sum(b_count, axis=0), LOOK_BACK)
-        b_end = prefix + b_inclusive  # inclusive end of each node's edges
+        block_sum = tl.sum(b_count, axis=0)
+        # Published first: a successor's walk waits on this word alone, so
+        # it is out before this block's own reads.
+        _publish_sum(status, ticket, block_sum)
+
+        b_dst = tl.load(frontier_local + i_n, mask=m_n, other=0)
+        if HAS_BATCH:
+            b_batch = tl.load(frontier_batch + i_n, mask=m_n, other=0)
+            b_seed = tl.load(seed + b_batch, mask=m_n, other=0)
+            # Philox counters count from the sub-batch's first node
+            b_draw = i_n - tl.load(batch_ptr + b_batch, mask=m_n, other=0)
+        else:
+            b_batch = i_n
+            b_seed = tl.load(seed)
+            b_draw = i_n
+        # The picks need no place: drawn and read before the walk, so the
+        # walk's wait overlaps their reads.
+        b_src, b_pos, b_count, m_e = _grouped_picks(indices, hot_indices, num_hot_edges, b_start, b_deg, b_seed,
+                                                    b_draw, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE, REPLACE,
+                                                    TIERED, False, HAS_BATCH, BLOCK_NODES)
+        prefix = _look_back(status, ticket, block_sum, LOOK_BACK)
 
         # edge_ptr[k] = edges before position batch_ptr[k], written by the
         # block holding that position
@@ -153,20 +177,8 @@ def _fused_kernel(
         m_mine = m_k & (b_ptr >= first) & (b_ptr < first + BLOCK_NODES)
         b_before = tl.sum(tl.where(i_n[None, :] < b_ptr[:, None], b_count[None, :], 0), axis=1)  # [BK]
         tl.store(edge_ptr + o_k, prefix + b_before, mask=m_mine)
-
-        b_dst = tl.load(frontier_local + i_n, mask=m_n, other=0)
-        if HAS_BATCH:
-            b_batch = tl.load(frontier_batch + i_n, mask=m_n, other=0)
-            b_seed = tl.load(seed + b_batch, mask=m_n, other=0)
-            # Philox counters count from the sub-batch's first node
-            b_draw = i_n - tl.load(batch_ptr + b_batch, mask=m_n, other=0)
-        else:
-            b_batch = i_n
-            b_seed = tl.load(seed)
-            b_draw = i_n
-        _grouped_tile(indices, hot_indices, out_src, out_dst, out_eid, out_batch, num_hot_edges, b_start,
-                      b_deg, b_end, b_dst, b_seed, b_draw, b_batch, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE,
-                      REPLACE, WRITE_EID, TIERED, False, HAS_BATCH, HAS_BATCH, BLOCK_NODES)
+        _write_edges(out_src, out_dst, out_eid, out_batch, b_src, b_pos, b_count, m_e, prefix + b_inclusive, b_dst,
+                     b_batch, FANOUT_PAD, WRITE_EID, HAS_BATCH, BLOCK_NODES)
 
 
 def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int]:

@@ -78,26 +78,23 @@ from .sample import _draw_positions, _load_tiered
 
 
 @triton.jit
-def _grouped_tile(
-    indices, hot_indices, out_src, out_dst, out_eid, out_batch, num_hot_edges,
+def _grouped_picks(
+    indices, hot_indices, num_hot_edges,
     b_start,  # [BN] int64 row start of each node (indptr[v])
     b_deg,    # [BN] int64 its degree
-    b_end,    # [BN] int64 inclusive end of its output edges
-    b_dst,    # [BN] int64 its local id (the target written)
     b_seed,   # the Philox seed: a scalar, or [BN] with PER_NODE_SEED (each node's sub-batch's)
     b_draw,   # [BN] int64 its Philox position (frontier position within its sub-batch)
-    b_batch,  # [BN] int64 its sub-batch (written with HAS_BATCH)
     m_n,      # [BN] which nodes are real
     FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr, D_MAX: tl.constexpr, TILE: tl.constexpr,
-    STAGE: tl.constexpr, REPLACE: tl.constexpr, WRITE_EID: tl.constexpr, TIERED: tl.constexpr,
-    FULL_ONLY: tl.constexpr, PER_NODE_SEED: tl.constexpr, HAS_BATCH: tl.constexpr,
-    BLOCK_NODES: tl.constexpr,
+    STAGE: tl.constexpr, REPLACE: tl.constexpr, TIERED: tl.constexpr, FULL_ONLY: tl.constexpr,
+    PER_NODE_SEED: tl.constexpr, BLOCK_NODES: tl.constexpr,
 ):
-    """Draw and write the edges of a tile of nodes whose row bounds, output
-    place and Philox stream are known; the grouped kernels below and the
-    one-pass kernel (``sample_fused``) share it."""
+    """Draw the edges of a tile of nodes whose row bounds and Philox stream
+    are known: ``[BN, FP]`` neighbour ids (int64), CSC positions and mask,
+    and the ``[BN]`` count of each node's edges. Where they go is
+    ``_write_edges``' business: the one-pass kernel (``sample_fused``) reads
+    the picks before it knows their place."""
     o_j = tl.arange(0, FANOUT_PAD)  # [FP]
-
     if STAGE:
         # Every row that fits the tile, in one coalesced load issued before
         # the draws: it needs no random number, so its latency overlaps them.
@@ -127,7 +124,18 @@ def _grouped_tile(
         b_src = tl.where(m_stage[:, None], b_staged, b_direct).to(tl.int64)
     else:
         b_src = _load_tiered(hot_indices, indices, b_pos, num_hot_edges, m_e, TIERED).to(tl.int64)
+    return b_src, b_pos, b_count, m_e
 
+
+@triton.jit
+def _write_edges(out_src, out_dst, out_eid, out_batch, b_src, b_pos, b_count, m_e,
+                 b_end,    # [BN] int64 inclusive end of each node's output edges
+                 b_dst,    # [BN] int64 its local id (the target written)
+                 b_batch,  # [BN] int64 its sub-batch (written with HAS_BATCH)
+                 FANOUT_PAD: tl.constexpr, WRITE_EID: tl.constexpr, HAS_BATCH: tl.constexpr,
+                 BLOCK_NODES: tl.constexpr):
+    """Store ``_grouped_picks``' edges at their output slots."""
+    o_j = tl.arange(0, FANOUT_PAD)  # [FP]
     o_out = (b_end - b_count)[:, None] + o_j[None, :]  # [BN, FP] output slot
     tl.store(out_src + o_out, b_src, mask=m_e)
     tl.store(out_dst + o_out, tl.broadcast_to(b_dst[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
@@ -148,9 +156,11 @@ def _grouped_nodes(indices, hot_indices, frontier_local, row_start, degree, offs
     b_deg = tl.load(degree + i_n, mask=m_n, other=0)
     b_end = tl.load(offsets + i_n, mask=m_n, other=0)
     b_dst = tl.load(frontier_local + i_n, mask=m_n, other=0)
-    _grouped_tile(indices, hot_indices, out_src, out_dst, out_eid, out_eid, num_hot_edges, b_start, b_deg,
-                  b_end, b_dst, tl.load(seed), i_n, i_n, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE, REPLACE,
-                  WRITE_EID, TIERED, FULL_ONLY, False, False, BLOCK_NODES)
+    b_src, b_pos, b_count, m_e = _grouped_picks(indices, hot_indices, num_hot_edges, b_start, b_deg, tl.load(seed),
+                                                i_n, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE, REPLACE, TIERED,
+                                                FULL_ONLY, False, BLOCK_NODES)
+    _write_edges(out_src, out_dst, out_eid, out_eid, b_src, b_pos, b_count, m_e, b_end, b_dst, i_n, FANOUT_PAD,
+                 WRITE_EID, False, BLOCK_NODES)
 
 
 @triton.jit(do_not_specialize=["bound", "num_hot_edges"])
