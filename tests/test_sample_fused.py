@@ -133,3 +133,19 @@ def test_fused_count_past_the_buffer_is_the_buffer(device):
     b = sample_neighbors(*args, seed=seed, method="fused")
     assert_same_hop(a, b)
     assert int(b.num_edges) > 0
+
+
+def test_auto_takes_the_fused_kernel_only_where_every_row_is_in_gpu_memory(device):
+    from tritongnn.kernels.sample import auto_method
+    graph, gen = many_block_graph(4)
+    indices = graph.indices.to(device)
+    expect = "fused" if device.type == "cuda" else "foundation"  # (under the interpreter: the foundation's)
+    assert auto_method(indices, None) == expect
+    assert auto_method(indices, indices[:10]) == "foundation"  # an adjacency cache: cold rows via UVA
+    if device.type == "cuda":
+        assert auto_method(graph.indices.pin_memory(), None) == "foundation"
+    # and "auto" samples the same hop as either
+    frontier = torch.randint(0, graph.num_nodes, (900,), generator=gen)
+    seed = torch.tensor([2], device=device)
+    assert_same_hop(hop(graph, frontier, 5, False, device, "foundation", seed=seed),
+                    hop(graph, frontier, 5, False, device, "auto", seed=seed))

@@ -6,6 +6,8 @@ holds the pure-torch versions (test oracles and the CPU path).
 - ``sample``: uniform neighbour sampling of one hop (CSC, GPU or UVA).
 - ``sample_grouped``: the same sampling with rows staged by coalesced loads
   (GARDEN's grouped sampler; ``sample_neighbors(..., method="grouped")``).
+- ``sample_fused``: a hop's classification, placement and draws in one
+  launch, a decoupled look-back scan (``method="fused"``).
 - ``id_map``: fused global-to-local id mapping, keyed by sub-batch.
 - ``gather``: feature row gather from GPU memory or pinned host memory.
 - ``pack``: valid prefixes of bounded buffers packed end to end, sizes

@@ -31,6 +31,11 @@ Four launches per hop, no host synchronisation:
    of degree <= ``d_max`` are staged with one coalesced load and the picks
    served from the tile.
 
+``method="fused"`` (``sample_fused``) does all of this in one launch: each
+program classifies and scans its block of the frontier, finds where its
+edges start by a look-back over the blocks before it, and draws with the
+same tile; ``method="auto"`` takes it where the adjacency is in GPU memory.
+
 Random numbers are Philox (``tl.randint``) keyed by a per-launch seed drawn
 from the caller's ``torch.Generator`` and by (node position, draw): results are
 reproducible for a given generator state, independent of the launch shape and
@@ -296,16 +301,20 @@ def sample_neighbors(
         batch_ptr: ``[K + 1]`` int64 device: where each sub-batch starts in
             the frontier, ``batch_ptr[K] == num_frontier``; with
             ``frontier_batch``.
-        method: which kernel reads the neighbour ids (the draws, hence the
-            edges, are the same for a given seed): ``"foundation"`` reads every
-            pick from memory; ``"grouped"`` (GARDEN's GPS,
-            ``kernels.sample_grouped``) stages rows of degree <= ``d_max`` with
-            one coalesced load and picks from the staged tile;
-            ``"grouped_split"`` runs its full and random nodes as two kernels
-            on two streams. The CPU reference ignores it; one batch only
-            (no ``frontier_batch``).
-        d_max: widest row the grouped kernels stage, a power of two in
-            [1, 1024]; hubs above it pick from memory.
+        method: which kernels sample the hop (the draws, hence the edges,
+            are the same for a given seed): ``"foundation"``, the classifier's
+            three passes and a kernel reading every pick from memory;
+            ``"grouped"`` (GARDEN's GPS, ``kernels.sample_grouped``) stages
+            rows of degree <= ``d_max`` with one coalesced load and picks from
+            the staged tile; ``"grouped_split"`` runs its full and random nodes
+            as two kernels on two streams (these two: one batch only, no
+            ``frontier_batch``); ``"fused"`` (``kernels.sample_fused``) does
+            the classification, placement and draws in one launch;
+            ``"auto"``: ``"fused"`` where every row is in GPU memory, else
+            ``"foundation"`` (``auto_method``). The CPU reference ignores it.
+        d_max: widest row the grouped kernels stage (and the fused one,
+            with ``FUSED_STAGE``), a power of two in [1, 1024]; hubs above
+            it pick from memory.
 
     Returns:
         ``HopSample``: edges grouped by target in frontier order (so by
@@ -328,6 +337,8 @@ def sample_neighbors(
                          f"(-1 takes them all)")
     check_method(method, d_max)
     device = frontier.device
+    if method == "auto":
+        method = auto_method(indices, hot_indices)
     _check_batches(frontier, frontier_batch, batch_ptr, seed, device)
     check_dense_index(indptr, "indptr", (torch.int64,))
     check_dense_index(indices, "indices", (torch.int32, torch.int64))
@@ -438,11 +449,26 @@ def _sample_fused(indptr, indices, hot_indptr, hot_indices, frontier, frontier_l
     return HopSample(src, dst, eid if return_eid else None, edge_ptr[-1:], batch if has_batch else None, edge_ptr)
 
 
-METHODS = ("foundation", "grouped", "grouped_split", "fused")
+def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None) -> str:
+    """``method="auto"``: ``"fused"`` where every row is read from GPU memory,
+    ``"foundation"`` where rows are read from host memory through UVA (or
+    under the interpreter). Measured on an H200 (``bench/results/README.md``,
+    7683140), the fused hop is 1.16-1.69x the foundation's in GPU memory on
+    both graphs, but through UVA 0.85-0.97x on the large graph's two larger
+    hops, where PCIe bounds both and the fused kernel holds fewer reads in
+    flight."""
+    if indices.is_cuda and hot_indices is None:
+        return "fused"
+    return "foundation"
+
+
+METHODS = ("auto", "foundation", "grouped", "grouped_split", "fused")
 # the methods that sample a super-batch's K sub-batches in one launch
-BATCH_METHODS = ("foundation", "fused")
+BATCH_METHODS = ("auto", "foundation", "fused")
 # whether method="fused" stages rows of degree <= d_max (the grouped tile) or
-# reads every pick from memory (the foundation's tile); see sample_fused
+# reads every pick from memory (the foundation's tile). Off: staged, its
+# blocks are the grouped kernel's 16 nodes, and the hop ran at 0.37-0.51x
+# the foundation's on the large graph's two larger hops (H200, 7683140)
 FUSED_STAGE = False
 # neighbours drawn per node at most: a node's draws are one [fanout]-wide row
 # of a register tile (and its Floyd draw a loop of fanout steps)

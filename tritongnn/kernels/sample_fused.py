@@ -184,10 +184,17 @@ def _fused_kernel(
 def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int]:
     """``(BLOCK_NODES, num_warps)``: the grouped kernel's shapes when
     staging, else the foundation kernel's ``[BN, FP]`` tile of ~2048
-    elements (fanout 15: 128 nodes a program)."""
+    elements but at most 128 nodes (fanouts 9-16: 128 nodes a program).
+
+    Measured on an H200 (``bench/results/README.md``, 7683140), 4 warps:
+    fanout 5 at 128 nodes 1.43x the foundation hop (0.127 ms), at 256 (the
+    foundation's tile) 1.20x, 512 with 8 warps 0.98x; fanouts 10 and 15 at
+    128 nodes 1.16-1.66x, 256 with 8 warps 0.89-1.51x. Fewer nodes a
+    program mean more programs in flight and a shorter wait on a block's
+    predecessors; below 128, more blocks in the look-back's chain."""
     if stage:
         return _grouped_settings(fanout_pad, d_max, True)
-    return interpreted_block(max(16, min(256, 2048 // fanout_pad)), 256), 4
+    return interpreted_block(max(16, min(128, 2048 // fanout_pad)), 256), 4
 
 
 def launch_fused(indptr, hot_indptr, indices, hot_indices, frontier, frontier_local, num_frontier,

@@ -231,11 +231,14 @@ class NeighborLoader:
             order that makes each follow the one it shares most nodes with
             (FastGL's match-reorder, ``tritongnn.cache.reorder``); 1: off.
             Batches come in another order, each seed still once per epoch.
-        sample_kernel: the sampling kernel, ``"foundation"`` (default) or
-            GARDEN's grouped sampler, ``"grouped"`` / ``"grouped_split"``
-            (``NeighborSampler``'s ``method``): the same batches either way;
-            super-batches always take the foundation kernel. Measured on an
-            H200 the grouped kernels were not faster (``bench/results``).
+        sample_kernel: the sampling kernels (``NeighborSampler``'s
+            ``method``): ``"auto"`` (default: the one-pass ``"fused"``
+            kernel where the adjacency is all in GPU memory, 1.16-1.69x the
+            foundation's hop on an H200; ``"foundation"`` where rows cross
+            PCIe), or any of ``"foundation"``, ``"fused"``, GARDEN's grouped
+            sampler ``"grouped"`` / ``"grouped_split"`` (not faster there;
+            super-batches then take the foundation kernel). The same batches
+            either way (``bench/results``).
         super_batch: sample this many consecutive batches in one pass
             (GARDEN's super-batching, ``NeighborSampler.sample_many``) and
             deliver them one by one; 1: off. The batches are bit for bit
@@ -280,7 +283,7 @@ class NeighborLoader:
                  prefetch: int = 2, cache_budget=None, cache_profile=None, profile_epochs: int = 3,
                  cache_policy: str = "profile", dynamic_cache=None, warm_budget: int | None = None,
                  reuse: bool | str = False,
-                 reorder_group: int = 1, sample_kernel: str = "foundation", super_batch: int = 1,
+                 reorder_group: int = 1, sample_kernel: str = "auto", super_batch: int = 1,
                  feature_dtype: torch.dtype | None = None, rank: int | None = None,
                  world_size: int | None = None, share_host_memory: bool = True, **kwargs):
         _check_kwargs(dict(kwargs, input_time=input_time))

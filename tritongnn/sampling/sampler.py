@@ -329,12 +329,14 @@ class NeighborSampler:
             graph and replay it (same batches, a fraction of the host time).
         hot_indptr, hot_indices: the adjacency cache (GPU copies of the
             first rows of a hot-first relabelled graph), or None.
-        method, d_max: the sampling kernel, ``"foundation"``, ``"grouped"``
-            or ``"grouped_split"`` (GARDEN's grouped sampler, staging rows of
+        method, d_max: the sampling kernels, ``"auto"`` (the one-pass
+            ``"fused"`` where the adjacency is all in GPU memory, else
+            ``"foundation"``), ``"foundation"``, ``"fused"``, ``"grouped"`` or
+            ``"grouped_split"`` (GARDEN's grouped sampler, staging rows of
             degree <= ``d_max``); all give the same batches for the same
             generator state (see ``kernels.sample.sample_neighbors``). The
             grouped kernels take one batch per launch: ``sample_many``'s
-            super-batches use the foundation kernel.
+            super-batches then use the foundation kernel.
 
     Example:
         >>> sampler = NeighborSampler(graph.to("cuda"), [15, 10, 5], device="cuda")
@@ -346,7 +348,7 @@ class NeighborSampler:
     def __init__(self, graph: CSCGraph, num_neighbors, replace: bool = False,
                  device="cuda", return_eid: bool = False, cuda_graph: bool = True,
                  hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None,
-                 method: str = "foundation", d_max: int = 64):
+                 method: str = "auto", d_max: int = 64):
         check_method(method, d_max)
         self.graph = graph
         self.num_neighbors = check_num_neighbors(num_neighbors)
