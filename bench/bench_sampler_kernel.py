@@ -1,5 +1,7 @@
 """Sampling kernel benchmark: one hop of the foundation kernel against the
-grouped ones (GARDEN's GPS, ``method="grouped"`` / ``"grouped_split"``).
+grouped ones (GARDEN's GPS, ``method="grouped"`` / ``"grouped_split"``) and
+the fused one (``method="fused"``, a hop in one launch; staged too, with
+``sample.FUSED_STAGE``, and at other tile shapes with ``--fused-shapes``).
 
 For each graph (a synthetic Chung-Lu power law and the cnr2000 web crawl),
 adjacency placement (GPU memory, pinned host memory read through UVA) and hop

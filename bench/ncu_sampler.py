@@ -1,13 +1,15 @@
 """Nsight Compute on the sampling kernels: the foundation kernel against the
-grouped one (GARDEN's GPS), one batch's hops, adjacency in GPU memory.
+grouped one (GARDEN's GPS) and the fused one (a whole hop in one launch), one
+batch's hops, adjacency in GPU memory.
 
 The driver runs this same file under ``ncu --clock-control none`` (clocks
 as in a real run, not locked to base) once per graph; the profiled process
 builds the graph, finds one batch's hop frontiers (``--batch-size`` seeds,
 ``--num-neighbors``) and samples every hop once with each method, so ncu
-sees one launch of ``_sample_kernel`` and one of ``_grouped_kernel`` per hop
-(the classifier's kernels, shared by both, are not profiled). Reported per
-launch:
+sees one launch of ``_sample_kernel``, ``_grouped_kernel`` and
+``_fused_kernel`` per hop (the classifier's kernels, which the first two
+follow, are not profiled: the fused kernel's row is a whole hop, the
+others' their sampling kernel alone). Reported per launch:
 
 * global load efficiency: useful bytes per 32-byte sector loaded
   (``smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct``), and

@@ -38,7 +38,8 @@ Why staging could pay, and why it may not. Measured on an H200
 (``bench/results/README.md``): 0.67-1.13x the foundation kernel's speed
 with adjacency in GPU memory, 0.98-1.18x through UVA; Nsight Compute shows twice
 the useful bytes per sector and 10-15x fewer sectors per request, but the
-foundation kernel is not bound by requests, so the loader keeps it.
+foundation kernel is not bound by requests, so the loader does not stage
+(``sample_fused`` shares this kernel's tile and its staging, off there too).
 
 - The staged load needs no random number, so it is issued *before* Floyd's
   arithmetic and its latency overlaps it; the foundation kernel can only
