@@ -453,8 +453,8 @@ def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None) -> str:
     """``method="auto"``: ``"fused"`` where every row is read from GPU memory,
     ``"foundation"`` where rows are read from host memory through UVA (or
     under the interpreter). Measured on an H200 (``bench/results/README.md``,
-    7683140), the fused hop is 1.16-1.69x the foundation's in GPU memory on
-    both graphs, but through UVA 0.85-0.97x on the large graph's two larger
+    6e428c1), the fused hop is 1.18-1.69x the foundation's in GPU memory on
+    both graphs, but through UVA 0.86-0.96x on the large graph's two larger
     hops, where PCIe bounds both and the fused kernel holds fewer reads in
     flight."""
     if indices.is_cuda and hot_indices is None:
@@ -468,7 +468,7 @@ BATCH_METHODS = ("auto", "foundation", "fused")
 # whether method="fused" stages rows of degree <= d_max (the grouped tile) or
 # reads every pick from memory (the foundation's tile). Off: staged, its
 # blocks are the grouped kernel's 16 nodes, and the hop ran at 0.37-0.51x
-# the foundation's on the large graph's two larger hops (H200, 7683140)
+# the foundation's on the large graph's two larger hops (H200, 88faa3a and 7683140)
 FUSED_STAGE = False
 # neighbours drawn per node at most: a node's draws are one [fanout]-wide row
 # of a register tile (and its Floyd draw a loop of fanout steps)

@@ -13,19 +13,24 @@ Here one program takes ``BLOCK_NODES`` consecutive frontier nodes and
 
 1. reads their row bounds (``indptr``, or the adjacency cache's copy) and
    their counts (``min(degree, fanout)``, as the classifier's
-   ``_count_and_class``), and scans the counts in the block (``tl.cumsum``);
-2. finds where its block's edges start with a *decoupled look-back*
-   (Merrill and Garland's single-pass scan): it publishes its block's sum,
-   then walks back over its predecessors' published values until one
-   carries an inclusive prefix, and publishes its own. Blocks take their
-   place in the chain from an atomic ticket, not ``program_id``, so a
-   program only ever waits on programs already running (no reliance on the
-   order the hardware starts them in). Each status word packs the value and
-   its flag in one int64, written by one atomic exchange and read by one
-   volatile load, so no reader sees a flag without its value;
-3. draws and writes its nodes' edges with the grouped tile
-   (``sample_grouped._grouped_tile``: the ``[nodes x fanout]`` layout, rows
-   of degree ``<= d_max`` staged by one coalesced load where ``stage``).
+   ``_count_and_class``), scans the counts in the block (``tl.cumsum``) and
+   publishes the block's sum;
+2. draws and reads its nodes' picks with the grouped tile
+   (``sample_grouped._grouped_picks``: the ``[nodes x fanout]`` layout, rows
+   of degree ``<= d_max`` staged by one coalesced load where ``stage``),
+   which need no output place yet;
+3. finds where its block's edges start with a *decoupled look-back*
+   (Merrill and Garland's single-pass scan): it walks back over its
+   predecessors' published values until one carries an inclusive prefix,
+   and publishes its own. Its wait overlaps the picks' reads, issued
+   before it. Blocks take their place in the chain from an atomic ticket,
+   not ``program_id``, so a program only ever waits on programs already
+   running (no reliance on the order the hardware starts them in). Each
+   status word packs the value and its flag in one int64, written by one
+   atomic exchange and read by one volatile load, so no reader sees a flag
+   without its value;
+4. stores its edges (``sample_grouped._write_edges``) and, where its block
+   holds a sub-batch's first position, that sub-batch's ``edge_ptr``.
 
 The per-node arrays never leave registers, and a hop is two graph nodes
 (the status words' memset and this kernel) instead of four kernels. What the
@@ -171,7 +176,9 @@ def _fused_kernel(
         o_k = tl.arange(0, BLOCK_K).to(tl.int64)
         m_k = o_k <= num_batches
         if HAS_BATCH:
-            b_ptr = tl.load(batch_ptr + o_k, mask=m_k, other=0)
+            # (in [0, n] by contract; clamped, a position past n still has
+            # every edge before it, and some block writes it)
+            b_ptr = tl.minimum(tl.maximum(tl.load(batch_ptr + o_k, mask=m_k, other=0), 0), n)
         else:
             b_ptr = tl.where(o_k == 0, 0, n)
         m_mine = m_k & (b_ptr >= first) & (b_ptr < first + BLOCK_NODES)
@@ -189,7 +196,7 @@ def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int
     Measured on an H200 (``bench/results/README.md``, 7683140), 4 warps:
     fanout 5 at 128 nodes 1.43x the foundation hop (0.127 ms), at 256 (the
     foundation's tile) 1.20x, 512 with 8 warps 0.98x; fanouts 10 and 15 at
-    128 nodes 1.16-1.66x, 256 with 8 warps 0.89-1.51x. Fewer nodes a
+    128 nodes 1.17-1.65x, 256 with 8 warps 0.89-1.51x. Fewer nodes a
     program mean more programs in flight and a shorter wait on a block's
     predecessors; below 128, more blocks in the look-back's chain."""
     if stage:
