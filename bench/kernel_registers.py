@@ -1,8 +1,8 @@
 """Registers, spills and shared memory of the sampling kernels, without a GPU.
 
 Triton compiles for a named target on any machine (ptxas and cuobjdump ship
-with the triton wheel), so the launch shapes of ``kernels/sample.py`` and
-``kernels/sample_grouped.py`` can be weighed where no GPU is at hand: a
+with the triton wheel), so the launch shapes of ``kernels/sample.py``,
+``kernels/sample_grouped.py`` and ``kernels/sample_fused.py`` can be weighed where no GPU is at hand: a
 kernel that waits on memory runs as many programs per SM as its registers
 allow (65536 registers an SM on Hopper, ``registers * 32 * num_warps`` a
 program). Prints one line per kernel variant at the shapes the launchers
@@ -29,7 +29,7 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from tritongnn.kernels import sample, sample_grouped  # noqa: E402
+from tritongnn.kernels import sample, sample_fused, sample_grouped  # noqa: E402
 from tritongnn.kernels._launch import next_power_of_2  # noqa: E402
 
 CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
@@ -85,6 +85,17 @@ def main():
                                               TILE=max(d_max, fanout_pad), STAGE=stage,
                                               REPLACE=False, WRITE_EID=True, TIERED=tiered, NODES=nodes),
                                          block, warps))
+                block, warps = sample_fused._launch_settings(fanout_pad, 1, False)
+                fused = {"indptr": "*i64", "hot_indptr": "*i64", "indices": f"*{ids}", "hot_indices": f"*{ids}",
+                         "frontier": "*i64", "frontier_local": "*i64", "num_frontier": "*i64",
+                         "frontier_batch": "*i64", "batch_ptr": "*i64", "seed": "*i64", "status": "*i64",
+                         "out_src": "*i64", "out_dst": "*i64", "out_eid": "*i64", "out_batch": "*i64",
+                         "edge_ptr": "*i64", "bound": "i64", "num_hot": "i64", "num_hot_edges": "i64",
+                         "num_batches": "i64"}
+                variants.append(("fused (whole hop)", sample_fused._fused_kernel, fused,
+                                 dict(FANOUT=fanout, FANOUT_PAD=fanout_pad, D_MAX=1, TILE=fanout_pad, STAGE=False,
+                                      REPLACE=False, WRITE_EID=True, TIERED=tiered, HAS_BATCH=False, BLOCK_K=2,
+                                      LOOK_BACK=sample_fused.LOOK_BACK), block, warps))
                 for name, fn, signature, constants, block, warps in variants:
                     block, warps = args.block_nodes or block, args.num_warps or warps
                     constants = dict(constants, BLOCK_NODES=block)
