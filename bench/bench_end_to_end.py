@@ -591,8 +591,10 @@ def ablation_configs(budget_gb, all_bytes):
     configuration measured at this scale (``FULL``, with ``tritongnn.nn``'s
     layers), then float16 features (lossy, so last). Each branch adds one
     other technique alone: the dynamic cache and match-reorder to ``FULL``;
-    the grouped sampler to the dual cache alone (super-batches always take
-    the foundation kernel, so on ``FULL`` it would change nothing)."""
+    the grouped sampler to the dual cache alone (super-batches take the
+    foundation kernel with it, so on ``FULL`` it would change nothing).
+    The line's loaders sample with the default ``"auto"``: with a cache
+    some rows cross PCIe, so the foundation kernel."""
     budget = budget_bytes(budget_gb, all_bytes)
     tag = f"{budget_gb:g} GB" if budget_gb else "no budget"
     line = [("UVA, no cache", dict(placement="host"), "pyg"),
