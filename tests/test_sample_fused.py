@@ -149,3 +149,15 @@ def test_auto_takes_the_fused_kernel_only_where_every_row_is_in_gpu_memory(devic
     seed = torch.tensor([2], device=device)
     assert_same_hop(hop(graph, frontier, 5, False, device, "foundation", seed=seed),
                     hop(graph, frontier, 5, False, device, "auto", seed=seed))
+
+
+@pytest.mark.parametrize("num_frontier", [3, torch.tensor([3], dtype=torch.int32), torch.tensor([1, 2])])
+def test_fused_refuses_a_bad_count(device, num_frontier):
+    # the fused path skips the classifier, whose check this was: it checks the count itself
+    graph, _ = many_block_graph(5)
+    frontier = torch.arange(4, device=device)
+    if isinstance(num_frontier, torch.Tensor):
+        num_frontier = num_frontier.to(device)
+    with pytest.raises(TypeError, match="num_frontier must be a"):
+        sample_neighbors(graph.indptr.to(device), graph.indices.to(device), frontier, frontier, num_frontier, 3,
+                         seed=torch.tensor([1], device=device), method="fused")

@@ -339,7 +339,7 @@ def sample_neighbors(
     device = frontier.device
     if method == "auto":
         method = auto_method(indices, hot_indices)
-    _check_batches(frontier, frontier_batch, batch_ptr, seed, device)
+    num_batches = _check_batches(frontier, frontier_batch, batch_ptr, seed, device)
     check_dense_index(indptr, "indptr", (torch.int64,))
     check_dense_index(indices, "indices", (torch.int32, torch.int64))
     if hot_indptr is not None and hot_indices is not None:
@@ -370,11 +370,28 @@ def sample_neighbors(
         hot_indptr, hot_indices = indptr, indices
     has_batch = frontier_batch is not None
     bound = frontier.numel()
-    if method == "fused" and fanout >= 0:
-        check_num_frontier(num_frontier)
-        return _sample_fused(indptr, indices, hot_indptr, hot_indices, frontier, frontier_local, num_frontier,
-                             fanout, replace, generator, return_eid, seed, frontier_batch, batch_ptr, tiered,
-                             d_max)
+    if fanout >= 0:
+        # Every slot a hop may fill: nothing is synchronised.
+        slots = bound * fanout
+        src = torch.empty(slots, dtype=torch.int64, device=device)
+        dst = torch.empty_like(src)
+        eid = torch.empty_like(src) if return_eid else src
+        batch = torch.empty_like(src) if has_batch else src
+        if slots and seed is None:
+            seed = torch.full((1,), int(draw_seeds(1, generator)[0]), dtype=torch.int64, device=device)
+        if method == "fused":  # one launch, no classifier
+            check_num_frontier(num_frontier)
+            if slots:
+                # imported here: sample_fused builds on this module's device helpers
+                from .sample_fused import launch_fused
+                edge_ptr = launch_fused(indptr, hot_indptr, indices, hot_indices, frontier.contiguous(),
+                                        frontier_local, num_frontier, frontier_batch, batch_ptr, seed, src, dst,
+                                        eid, batch, fanout, replace, return_eid, tiered, d_max,
+                                        stage=FUSED_STAGE and (replace or d_max > fanout))
+            else:  # no slot: no edge in any sub-batch
+                edge_ptr = torch.zeros(num_batches + 1, dtype=torch.int64, device=device)
+            return HopSample(src, dst, eid if return_eid else None, edge_ptr[-1:], batch if has_batch else None,
+                             edge_ptr)
     classified = classify_frontier(indptr, frontier, num_frontier, fanout, replace, frontier_batch, batch_ptr,
                                    hot_indptr if tiered else None)
     edge_ptr = classified.edge_ptr
@@ -399,14 +416,7 @@ def sample_neighbors(
         return HopSample(src, dst, eid if return_eid else None, num_edges, batch if has_batch else None,
                          edge_ptr)
 
-    slots = bound * fanout
-    src = torch.empty(slots, dtype=torch.int64, device=device)
-    dst = torch.empty_like(src)
-    eid = torch.empty_like(src) if return_eid else src
-    batch = torch.empty_like(src) if has_batch else src
     if slots:
-        if seed is None:
-            seed = torch.full((1,), int(draw_seeds(1, generator)[0]), dtype=torch.int64, device=device)
         if method != "foundation":
             # imported here: sample_grouped builds on this module's device helpers
             from .sample_grouped import launch_grouped
@@ -423,30 +433,6 @@ def sample_neighbors(
             WRITE_EID=return_eid, TIERED=tiered, HAS_BATCH=has_batch, BLOCK_NODES=block_nodes,
             num_warps=num_warps)
     return HopSample(src, dst, eid if return_eid else None, num_edges, batch if has_batch else None, edge_ptr)
-
-
-def _sample_fused(indptr, indices, hot_indptr, hot_indices, frontier, frontier_local, num_frontier, fanout,
-                  replace, generator, return_eid, seed, frontier_batch, batch_ptr, tiered, d_max) -> HopSample:
-    """``method="fused"`` with ``fanout >= 0``: one launch (``sample_fused``)."""
-    device = frontier.device
-    bound = frontier.numel()
-    has_batch = frontier_batch is not None
-    src = torch.empty(bound * fanout, dtype=torch.int64, device=device)
-    dst = torch.empty_like(src)
-    eid = torch.empty_like(src) if return_eid else src
-    batch = torch.empty_like(src) if has_batch else src
-    if src.numel() == 0:  # no slot: no edge in any sub-batch
-        num_batches = batch_ptr.numel() - 1 if has_batch else 1
-        edge_ptr = torch.zeros(num_batches + 1, dtype=torch.int64, device=device)
-    else:
-        if seed is None:
-            seed = torch.full((1,), int(draw_seeds(1, generator)[0]), dtype=torch.int64, device=device)
-        # imported here: sample_fused builds on this module's device helpers
-        from .sample_fused import launch_fused
-        edge_ptr = launch_fused(indptr, hot_indptr, indices, hot_indices, frontier.contiguous(), frontier_local,
-                                num_frontier, frontier_batch, batch_ptr, seed, src, dst, eid, batch, fanout,
-                                replace, return_eid, tiered, d_max, stage=FUSED_STAGE and (replace or d_max > fanout))
-    return HopSample(src, dst, eid if return_eid else None, edge_ptr[-1:], batch if has_batch else None, edge_ptr)
 
 
 def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None) -> str:
