@@ -58,8 +58,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def shape(text):
-    nodes, warps = text.split(":")
-    return int(nodes), int(warps)
+    """``NODES:WARPS`` or ``NODES:WARPS:MAXNREG`` (a register cap, ptxas
+    spilling past it)."""
+    nodes, warps, *maxnreg = (int(x) for x in text.split(":"))
+    return nodes, warps, (maxnreg or [None])[0]
 
 
 def parse_args():
@@ -75,7 +77,8 @@ def parse_args():
     parser.add_argument("--foundation-block-nodes", type=int, nargs="*", default=[16, 32],
                         help="also time the foundation kernel at these tile heights (its default: 128-256)")
     parser.add_argument("--fused-shapes", type=shape, nargs="*", default=[],
-                        help="also time method='fused' at these NODES:WARPS (nodes a program, its warps)")
+                        help="also time method='fused' at these NODES:WARPS[:MAXNREG] (nodes a program, its "
+                             "warps, a register cap)")
     parser.add_argument("--replace", action="store_true")
     parser.add_argument("--floor", type=int, default=1, choices=[0, 1],
                         help="also time the reads alone (module docstring); 0: not")
@@ -151,9 +154,9 @@ def tile_height(block_nodes):
     from tritongnn.kernels import sample as sample_module, sample_fused
     saved = sample_module._launch_settings, sample_fused._launch_settings
     if block_nodes:
-        nodes, warps = block_nodes if isinstance(block_nodes, tuple) else (block_nodes, 4)
+        nodes, warps, maxnreg = block_nodes if isinstance(block_nodes, tuple) else (block_nodes, 4, None)
         sample_module._launch_settings = lambda fanout_pad: (nodes, warps)
-        sample_fused._launch_settings = lambda fanout_pad, d_max, stage: (nodes, warps)
+        sample_fused._launch_settings = lambda fanout_pad, d_max, stage: (nodes, warps, maxnreg)
     try:
         yield
     finally:
@@ -215,7 +218,8 @@ def bench_graph(name, graph, args, device, rows):
         [(f"foundation BN={b}", "foundation", None, b, False) for b in args.foundation_block_nodes] + \
         [(f"{m} d_max={d}", m, d, None, False) for m in ("grouped", "grouped_split") for d in args.d_max] + \
         [("fused", "fused", None, None, False)] + \
-        [(f"fused BN={b} w{w}", "fused", None, (b, w), False) for b, w in args.fused_shapes] + \
+        [(f"fused BN={b} w{w}" + (f" r{r}" if r else ""), "fused", None, (b, w, r), False)
+         for b, w, r in args.fused_shapes] + \
         [(f"fused staged d_max={d}", "fused", d, None, True) for d in args.d_max]
     for placement in args.placements:
         if placement == "host" and device.type != "cuda":

@@ -35,9 +35,9 @@ from tritongnn.kernels._launch import next_power_of_2  # noqa: E402
 CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 
 
-def resources(fn, signature, constants, num_warps, arch):
+def resources(fn, signature, constants, num_warps, arch, maxnreg=None):
     compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constants),
-                              target=GPUTarget("cuda", arch, 32), options=dict(num_warps=num_warps))
+                              target=GPUTarget("cuda", arch, 32), options=dict(num_warps=num_warps, maxnreg=maxnreg))
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
     try:
@@ -57,6 +57,7 @@ def main():
     parser.add_argument("--ids", nargs="+", default=["i32", "i64"], choices=["i32", "i64"])
     parser.add_argument("--block-nodes", type=int, default=None)
     parser.add_argument("--num-warps", type=int, default=None)
+    parser.add_argument("--maxnreg", type=int, default=None, help="a register cap for every kernel (ptxas spills past it)")
     args = parser.parse_args()
     print(f"sm_{args.arch}: registers a thread, stack bytes, shared bytes; programs an SM = "
           f"65536 // (registers * 32 * warps)")
@@ -85,7 +86,7 @@ def main():
                                               TILE=max(d_max, fanout_pad), STAGE=stage,
                                               REPLACE=False, WRITE_EID=True, TIERED=tiered, NODES=nodes),
                                          block, warps))
-                block, warps = sample_fused._launch_settings(fanout_pad, 1, False)
+                block, warps, maxnreg = sample_fused._launch_settings(fanout_pad, 1, False)
                 fused = {"indptr": "*i64", "hot_indptr": "*i64", "indices": f"*{ids}", "hot_indices": f"*{ids}",
                          "frontier": "*i64", "frontier_local": "*i64", "num_frontier": "*i64",
                          "frontier_batch": "*i64", "batch_ptr": "*i64", "seed": "*i64", "status": "*i64",
@@ -95,12 +96,13 @@ def main():
                 variants.append(("fused (whole hop)", sample_fused._fused_kernel, fused,
                                  dict(FANOUT=fanout, FANOUT_PAD=fanout_pad, D_MAX=1, TILE=fanout_pad, STAGE=False,
                                       REPLACE=False, WRITE_EID=True, TIERED=tiered, HAS_BATCH=False, BLOCK_K=2,
-                                      LOOK_BACK=sample_fused.LOOK_BACK), block, warps))
-                for name, fn, signature, constants, block, warps in variants:
+                                      LOOK_BACK=sample_fused.LOOK_BACK), block, warps, maxnreg))
+                for name, fn, signature, constants, block, warps, *maxnreg in variants:
                     block, warps = args.block_nodes or block, args.num_warps or warps
                     constants = dict(constants, BLOCK_NODES=block)
                     signature = dict(signature, **{k: "constexpr" for k in constants})
-                    regs, stack, shared = resources(fn, signature, constants, warps, args.arch)
+                    maxnreg = args.maxnreg or (maxnreg or [None])[0]
+                    regs, stack, shared = resources(fn, signature, constants, warps, args.arch, maxnreg)
                     print(f"ids {ids} fanout {fanout:2d} {'two tiers' if tiered else 'one tier '} "
                           f"{name:28s} BN {block:3d} warps {warps}: {regs:3d} registers, stack {stack}, "
                           f"shared {shared}, {65536 // (regs * 32 * warps)} programs an SM", flush=True)

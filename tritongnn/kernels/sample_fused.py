@@ -188,8 +188,8 @@ def _fused_kernel(
                      b_batch, FANOUT_PAD, WRITE_EID, HAS_BATCH, BLOCK_NODES)
 
 
-def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int]:
-    """``(BLOCK_NODES, num_warps)``: the grouped kernel's shapes when
+def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int, int | None]:
+    """``(BLOCK_NODES, num_warps, maxnreg)``: the grouped kernel's shapes when
     staging, else the foundation kernel's ``[BN, FP]`` tile of ~2048
     elements but at most 128 nodes (fanouts 9-16: 128 nodes a program).
 
@@ -200,8 +200,8 @@ def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int
     program mean more programs in flight and a shorter wait on a block's
     predecessors; below 128, more blocks in the look-back's chain."""
     if stage:
-        return _grouped_settings(fanout_pad, d_max, True)
-    return interpreted_block(max(16, min(128, 2048 // fanout_pad)), 256), 4
+        return *_grouped_settings(fanout_pad, d_max, True), None
+    return interpreted_block(max(16, min(128, 2048 // fanout_pad)), 256), 4, None
 
 
 def launch_fused(indptr, hot_indptr, indices, hot_indices, frontier, frontier_local, num_frontier,
@@ -219,7 +219,7 @@ def launch_fused(indptr, hot_indptr, indices, hot_indices, frontier, frontier_lo
     fanout_pad = next_power_of_2(fanout)
     if not stage:
         d_max = 1  # unused: one compiled variant for every d_max
-    block_nodes, num_warps = _launch_settings(fanout_pad, d_max, stage)
+    block_nodes, num_warps, maxnreg = _launch_settings(fanout_pad, d_max, stage)
     # one block more than the nodes need: position ``bound`` (the end of a
     # full buffer) has a block too, which writes edge_ptr[K]
     programs = bound // block_nodes + 1
@@ -233,5 +233,5 @@ def launch_fused(indptr, hot_indptr, indices, hot_indices, frontier, frontier_lo
         hot_indptr.numel() - 1, hot_indices.numel(), num_batches, FANOUT=fanout, FANOUT_PAD=fanout_pad,
         D_MAX=d_max, TILE=max(d_max, fanout_pad), STAGE=stage, REPLACE=replace, WRITE_EID=return_eid,
         TIERED=tiered, HAS_BATCH=has_batch, BLOCK_NODES=block_nodes, BLOCK_K=next_power_of_2(num_batches + 1),
-        LOOK_BACK=LOOK_BACK, num_warps=num_warps)
+        LOOK_BACK=LOOK_BACK, num_warps=num_warps, maxnreg=maxnreg)
     return edge_ptr
