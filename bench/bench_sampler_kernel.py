@@ -58,10 +58,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def shape(text):
-    """``NODES:WARPS`` or ``NODES:WARPS:MAXNREG`` (a register cap, ptxas
-    spilling past it)."""
-    nodes, warps, *maxnreg = (int(x) for x in text.split(":"))
-    return nodes, warps, (maxnreg or [None])[0]
+    """``NODES:WARPS[:MAXNREG[:LOOK_BACK]]``: a register cap (ptxas spills
+    past it; 0 none) and the fused kernel's look-back window (0: its
+    default)."""
+    nodes, warps, maxnreg, look_back = ([int(x) for x in text.split(":")] + [0, 0])[:4]
+    return nodes, warps, maxnreg or None, look_back or None
 
 
 def parse_args():
@@ -77,8 +78,8 @@ def parse_args():
     parser.add_argument("--foundation-block-nodes", type=int, nargs="*", default=[16, 32],
                         help="also time the foundation kernel at these tile heights (its default: 128-256)")
     parser.add_argument("--fused-shapes", type=shape, nargs="*", default=[],
-                        help="also time method='fused' at these NODES:WARPS[:MAXNREG] (nodes a program, its "
-                             "warps, a register cap)")
+                        help="also time method='fused' at these NODES:WARPS[:MAXNREG[:LOOK_BACK]] (nodes a "
+                             "program, its warps, a register cap, the look-back's window; 0: the default)")
     parser.add_argument("--replace", action="store_true")
     parser.add_argument("--floor", type=int, default=1, choices=[0, 1],
                         help="also time the reads alone (module docstring); 0: not")
@@ -152,15 +153,17 @@ def tile_height(block_nodes):
     them apart; for the fused kernel, the height also sets its look-back's
     chain length."""
     from tritongnn.kernels import sample as sample_module, sample_fused
-    saved = sample_module._launch_settings, sample_fused._launch_settings
+    saved = sample_module._launch_settings, sample_fused._launch_settings, sample_fused.LOOK_BACK
     if block_nodes:
-        nodes, warps, maxnreg = block_nodes if isinstance(block_nodes, tuple) else (block_nodes, 4, None)
+        nodes, warps, maxnreg, look_back = block_nodes if isinstance(block_nodes, tuple) \
+            else (block_nodes, 4, None, None)
         sample_module._launch_settings = lambda fanout_pad: (nodes, warps)
         sample_fused._launch_settings = lambda fanout_pad, d_max, stage: (nodes, warps, maxnreg)
+        sample_fused.LOOK_BACK = look_back or sample_fused.LOOK_BACK
     try:
         yield
     finally:
-        sample_module._launch_settings, sample_fused._launch_settings = saved
+        sample_module._launch_settings, sample_fused._launch_settings, sample_fused.LOOK_BACK = saved
 
 
 @contextlib.contextmanager
@@ -218,8 +221,8 @@ def bench_graph(name, graph, args, device, rows):
         [(f"foundation BN={b}", "foundation", None, b, False) for b in args.foundation_block_nodes] + \
         [(f"{m} d_max={d}", m, d, None, False) for m in ("grouped", "grouped_split") for d in args.d_max] + \
         [("fused", "fused", None, None, False)] + \
-        [(f"fused BN={b} w{w}" + (f" r{r}" if r else ""), "fused", None, (b, w, r), False)
-         for b, w, r in args.fused_shapes] + \
+        [(f"fused BN={b} w{w}" + (f" r{r}" if r else "") + (f" lb{lb}" if lb else ""), "fused", None,
+          (b, w, r, lb), False) for b, w, r, lb in args.fused_shapes] + \
         [(f"fused staged d_max={d}", "fused", d, None, True) for d in args.d_max]
     for placement in args.placements:
         if placement == "host" and device.type != "cuda":
