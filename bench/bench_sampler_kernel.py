@@ -80,6 +80,8 @@ def parse_args():
     parser.add_argument("--fused-shapes", type=shape, nargs="*", default=[],
                         help="also time method='fused' at these NODES:WARPS[:MAXNREG[:LOOK_BACK]] (nodes a "
                              "program, its warps, a register cap, the look-back's window; 0: the default)")
+    parser.add_argument("--fused-lanes", type=int, nargs="*", default=[], choices=[0, 1, 2],
+                        help="also time method='fused' drawing and storing these ways (sample_fused.LANES)")
     parser.add_argument("--replace", action="store_true")
     parser.add_argument("--floor", type=int, default=1, choices=[0, 1],
                         help="also time the reads alone (module docstring); 0: not")
@@ -167,14 +169,18 @@ def tile_height(block_nodes):
 
 
 @contextlib.contextmanager
-def fused_staging(stage):
-    """``method="fused"`` with its rows staged (``sample.FUSED_STAGE``) or not."""
-    from tritongnn.kernels import sample
-    old, sample.FUSED_STAGE = sample.FUSED_STAGE, stage
+def fused_staging(stage, lanes=None):
+    """``method="fused"`` with its rows staged (``sample.FUSED_STAGE``) or
+    not, and drawing and storing its way ``lanes`` (``sample_fused.LANES``;
+    None: the default)."""
+    from tritongnn.kernels import sample, sample_fused
+    old = sample.FUSED_STAGE, sample_fused.LANES
+    sample.FUSED_STAGE = stage
+    sample_fused.LANES = sample_fused.LANES if lanes is None else lanes
     try:
         yield
     finally:
-        sample.FUSED_STAGE = old
+        sample.FUSED_STAGE, sample_fused.LANES = old
 
 
 @functools.cache
@@ -216,14 +222,16 @@ def bench_graph(name, graph, args, device, rows):
     seeds = torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(0))[:args.batch_size]
     layers = frontiers(graph.to(device), seeds.to(device), args.num_neighbors, device)
     degree_all = graph.degree().to(device)
-    # (label, method, d_max, foundation tile height, fused staging); the first is the baseline
-    configs = [("foundation", "foundation", None, None, False)] + \
-        [(f"foundation BN={b}", "foundation", None, b, False) for b in args.foundation_block_nodes] + \
-        [(f"{m} d_max={d}", m, d, None, False) for m in ("grouped", "grouped_split") for d in args.d_max] + \
-        [("fused", "fused", None, None, False)] + \
+    # (label, method, d_max, foundation tile height, (fused staging, fused lanes)); the first is the baseline
+    plain = (False, None)
+    configs = [("foundation", "foundation", None, None, plain)] + \
+        [(f"foundation BN={b}", "foundation", None, b, plain) for b in args.foundation_block_nodes] + \
+        [(f"{m} d_max={d}", m, d, None, plain) for m in ("grouped", "grouped_split") for d in args.d_max] + \
+        [("fused", "fused", None, None, plain)] + \
+        [(f"fused lanes={lanes}", "fused", None, None, (False, lanes)) for lanes in args.fused_lanes] + \
         [(f"fused BN={b} w{w}" + (f" r{r}" if r else "") + (f" lb{lb}" if lb else ""), "fused", None,
-          (b, w, r, lb), False) for b, w, r, lb in args.fused_shapes] + \
-        [(f"fused staged d_max={d}", "fused", d, None, True) for d in args.d_max]
+          (b, w, r, lb), plain) for b, w, r, lb in args.fused_shapes] + \
+        [(f"fused staged d_max={d}", "fused", d, None, (True, None)) for d in args.d_max]
     for placement in args.placements:
         if placement == "host" and device.type != "cuda":
             continue
@@ -236,8 +244,8 @@ def bench_graph(name, graph, args, device, rows):
             degree = degree_all[frontier]
             full = int((degree <= fanout).sum())
 
-            def call(method, d_max, block_nodes, stage=False):
-                with tile_height(block_nodes), fused_staging(stage):
+            def call(method, d_max, block_nodes, stage=plain):
+                with tile_height(block_nodes), fused_staging(*stage):
                     return sample_neighbors(g.indptr, g.indices, frontier, local, num, fanout, args.replace,
                                             return_eid=True, seed=seed, method=method, d_max=d_max or 64)
 
@@ -272,7 +280,7 @@ def bench_graph(name, graph, args, device, rows):
                     mix = f"  (full {full / n:.0%}, staged {extra['staged_random_nodes'] / n:.0%}, " \
                           f"hubs {extra['hubs'] / n:.0%})"
                 report(label, method, cold, warm, correct, "WRONG EDGES", d_max, block_nodes, mix,
-                       fused_stage=stage, **extra)
+                       fused_stage=stage[0], fused_lanes=stage[1], **extra)
             if args.floor:
                 eid = ref[2]
                 degree, got = picks_floor(g.indptr, g.indices, frontier, eid, e)

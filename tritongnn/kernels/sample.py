@@ -80,6 +80,25 @@ def _uniform_below(seed, offset, n):
 
 
 @triton.jit
+def _floyd_lanes(seed, b_draw, b_deg, FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr):
+    """Floyd's subset draw for a vector of nodes, one node a lane: a tuple
+    of ``FANOUT`` ``[BN]`` positions, the ``s``-th from step ``s`` (draw t in
+    ``[0, deg - FANOUT + s]``; take it, or the top if already taken). Each
+    node's steps compare its own earlier picks in its own lane: no
+    cross-lane reduction, no layout change a step (``FANOUT <= 32``,
+    unrolled). Meaningful for nodes of degree > FANOUT."""
+    b_taken = ()
+    for s in tl.static_range(FANOUT):
+        b_top = b_deg - FANOUT + s  # [BN]
+        b_t = _uniform_below(seed, b_draw * FANOUT_PAD + s, b_top + 1)
+        b_seen = b_t != b_t  # all False
+        for r in tl.static_range(s):
+            b_seen = b_seen | (b_taken[r] == b_t)
+        b_taken = b_taken + (tl.where(b_seen, b_top, b_t),)
+    return b_taken
+
+
+@triton.jit
 def _floyd_step(seed, b_draw, b_deg, b_chosen, o_j, s, FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr):
     """Step ``s`` of Floyd's subset draw for a tile of nodes: draw t in
     ``[0, deg - FANOUT + s]``; take it, or the top if already taken."""
@@ -115,8 +134,9 @@ def _draw_positions(seed, b_draw, b_deg, m_n, FANOUT: tl.constexpr, FANOUT_PAD: 
             # for the usual fanouts, a loop past 32 steps (unrolling hundreds
             # takes minutes to compile)
             if FANOUT <= 32:
+                b_taken = _floyd_lanes(seed, b_draw, b_deg, FANOUT, FANOUT_PAD)
                 for s in tl.static_range(FANOUT):
-                    b_chosen = _floyd_step(seed, b_draw, b_deg, b_chosen, o_j, s, FANOUT, FANOUT_PAD)
+                    b_chosen = tl.where(o_j[None, :] == s, b_taken[s][:, None], b_chosen)
             else:
                 for s in range(FANOUT):
                     b_chosen = _floyd_step(seed, b_draw, b_deg, b_chosen, o_j, s, FANOUT, FANOUT_PAD)

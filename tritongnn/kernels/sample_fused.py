@@ -56,12 +56,16 @@ import triton.language as tl
 
 from ._launch import interpreted_block, next_power_of_2
 from .classify import _count_and_class, _load_tiered
+from .sample import _floyd_lanes, _uniform_below
 from .sample_grouped import _grouped_picks, _launch_settings as _grouped_settings, _write_edges
 
 # A status word is value << 2 | flag: 0 not published yet, 1 the block's own
 # sum, 2 the sum of every block up to and including it (its inclusive prefix).
 # Predecessors' words read at once by a block's look-back.
 LOOK_BACK = 32
+# How a block draws and stores: 0 the grouped [BN, FP] tile, 1 one node a
+# lane, 2 one node a lane with the stores gathered into the tile.
+LANES = 1
 
 
 @triton.jit
@@ -100,6 +104,65 @@ def _look_back(status, ticket, block_sum, WINDOW: tl.constexpr):
     return prefix
 
 
+@triton.jit
+def _lane_picks(indices, hot_indices, num_hot_edges, b_start, b_deg, b_seed, b_draw, m_n, FANOUT: tl.constexpr,
+                FANOUT_PAD: tl.constexpr, REPLACE: tl.constexpr, TIERED: tl.constexpr):
+    """``_grouped_picks`` one node a lane: tuples of ``FANOUT`` ``[BN]``
+    neighbour ids and CSC positions, and the ``[BN]`` counts. The same
+    draws (``_floyd_lanes``, or i.i.d. with ``REPLACE``) and so the same
+    edges, without the ``[BN, FP]`` tile's padding lanes."""
+    if REPLACE:
+        b_count = tl.where(b_deg > 0, FANOUT, 0)
+    else:
+        b_count = tl.minimum(b_deg, FANOUT)
+        b_taken = _floyd_lanes(b_seed, b_draw, b_deg, FANOUT, FANOUT_PAD)
+    b_srcs = ()
+    b_poss = ()
+    for s in tl.static_range(FANOUT):
+        if REPLACE:
+            b_pick = _uniform_below(b_seed, b_draw * FANOUT_PAD + s, b_deg)
+        else:
+            b_pick = tl.where(b_deg <= FANOUT, s, b_taken[s])
+        b_pos = b_start + b_pick
+        b_poss = b_poss + (b_pos,)
+        b_srcs = b_srcs + (_load_tiered(hot_indices, indices, b_pos, num_hot_edges, m_n & (s < b_count), TIERED),)
+    return b_srcs, b_poss, b_count
+
+
+@triton.jit
+def _write_lanes(out_src, out_dst, out_eid, out_batch, b_srcs, b_poss, b_count, b_end, b_dst, b_batch,
+                 FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr, WRITE_EID: tl.constexpr, HAS_BATCH: tl.constexpr,
+                 TILE_STORE: tl.constexpr, BLOCK_NODES: tl.constexpr):
+    """Store ``_lane_picks``' edges: node ``n``'s ``s``-th at ``b_end[n] -
+    b_count[n] + s``; a lane at a time, or (``TILE_STORE``) gathered into
+    a ``[BN, FP]`` tile first, whose stores the compiler coalesces."""
+    b_first = b_end - b_count
+    if TILE_STORE:
+        o_j = tl.arange(0, FANOUT_PAD)
+        b_src = tl.zeros([BLOCK_NODES, FANOUT_PAD], tl.int64)
+        b_pos = tl.zeros([BLOCK_NODES, FANOUT_PAD], tl.int64)
+        for s in tl.static_range(FANOUT):
+            b_src = tl.where(o_j[None, :] == s, b_srcs[s].to(tl.int64)[:, None], b_src)
+            b_pos = tl.where(o_j[None, :] == s, b_poss[s][:, None], b_pos)
+        m_e = o_j[None, :] < b_count[:, None]
+        o_out = b_first[:, None] + o_j[None, :]
+        tl.store(out_src + o_out, b_src, mask=m_e)
+        tl.store(out_dst + o_out, tl.broadcast_to(b_dst[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
+        if WRITE_EID:
+            tl.store(out_eid + o_out, b_pos, mask=m_e)
+        if HAS_BATCH:
+            tl.store(out_batch + o_out, tl.broadcast_to(b_batch[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
+    else:
+        for s in tl.static_range(FANOUT):
+            m_s = s < b_count
+            tl.store(out_src + b_first + s, b_srcs[s].to(tl.int64), mask=m_s)
+            tl.store(out_dst + b_first + s, b_dst, mask=m_s)
+            if WRITE_EID:
+                tl.store(out_eid + b_first + s, b_poss[s], mask=m_s)
+            if HAS_BATCH:
+                tl.store(out_batch + b_first + s, b_batch, mask=m_s)
+
+
 @triton.jit(do_not_specialize=["bound", "num_hot", "num_hot_edges", "num_batches"])
 def _fused_kernel(
     indptr,          # [N + 1] int64 CSC pointer, GPU or pinned host
@@ -134,6 +197,7 @@ def _fused_kernel(
     BLOCK_NODES: tl.constexpr,
     BLOCK_K: tl.constexpr,  # >= K + 1, a power of two
     LOOK_BACK: tl.constexpr,  # predecessors' status words read at once
+    LANES: tl.constexpr,      # 0: the [BN, FP] tile; 1: one node a lane (_lane_picks); 2: that, tile stores
 ):
     ticket = tl.atomic_add(status, 1).to(tl.int64)
     first = ticket * BLOCK_NODES
@@ -166,9 +230,13 @@ def _fused_kernel(
             b_draw = i_n
         # The picks need no place: drawn and read before the walk, so the
         # walk's wait overlaps their reads.
-        b_src, b_pos, b_count, m_e = _grouped_picks(indices, hot_indices, num_hot_edges, b_start, b_deg, b_seed,
-                                                    b_draw, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE, REPLACE,
-                                                    TIERED, False, HAS_BATCH, BLOCK_NODES)
+        if LANES:
+            b_srcs, b_poss, b_count = _lane_picks(indices, hot_indices, num_hot_edges, b_start, b_deg, b_seed, b_draw,
+                                                  m_n, FANOUT, FANOUT_PAD, REPLACE, TIERED)
+        else:
+            b_src, b_pos, b_count, m_e = _grouped_picks(indices, hot_indices, num_hot_edges, b_start, b_deg, b_seed,
+                                                        b_draw, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE, REPLACE,
+                                                        TIERED, False, HAS_BATCH, BLOCK_NODES)
         prefix = _look_back(status, ticket, block_sum, LOOK_BACK)
 
         # edge_ptr[k] = edges before position batch_ptr[k], written by the
@@ -184,8 +252,12 @@ def _fused_kernel(
         m_mine = m_k & (b_ptr >= first) & (b_ptr < first + BLOCK_NODES)
         b_before = tl.sum(tl.where(i_n[None, :] < b_ptr[:, None], b_count[None, :], 0), axis=1)  # [BK]
         tl.store(edge_ptr + o_k, prefix + b_before, mask=m_mine)
-        _write_edges(out_src, out_dst, out_eid, out_batch, b_src, b_pos, b_count, m_e, prefix + b_inclusive, b_dst,
-                     b_batch, FANOUT_PAD, WRITE_EID, HAS_BATCH, BLOCK_NODES)
+        if LANES:
+            _write_lanes(out_src, out_dst, out_eid, out_batch, b_srcs, b_poss, b_count, prefix + b_inclusive, b_dst,
+                         b_batch, FANOUT, FANOUT_PAD, WRITE_EID, HAS_BATCH, LANES == 2, BLOCK_NODES)
+        else:
+            _write_edges(out_src, out_dst, out_eid, out_batch, b_src, b_pos, b_count, m_e, prefix + b_inclusive,
+                         b_dst, b_batch, FANOUT_PAD, WRITE_EID, HAS_BATCH, BLOCK_NODES)
 
 
 def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int, int | None]:
@@ -233,5 +305,5 @@ def launch_fused(indptr, hot_indptr, indices, hot_indices, frontier, frontier_lo
         hot_indptr.numel() - 1, hot_indices.numel(), num_batches, FANOUT=fanout, FANOUT_PAD=fanout_pad,
         D_MAX=d_max, TILE=max(d_max, fanout_pad), STAGE=stage, REPLACE=replace, WRITE_EID=return_eid,
         TIERED=tiered, HAS_BATCH=has_batch, BLOCK_NODES=block_nodes, BLOCK_K=next_power_of_2(num_batches + 1),
-        LOOK_BACK=LOOK_BACK, num_warps=num_warps, maxnreg=maxnreg)
+        LOOK_BACK=LOOK_BACK, LANES=LANES if not stage and fanout <= 32 else 0, num_warps=num_warps, maxnreg=maxnreg)
     return edge_ptr
