@@ -80,8 +80,9 @@ def parse_args():
     parser.add_argument("--fused-shapes", type=shape, nargs="*", default=[],
                         help="also time method='fused' at these NODES:WARPS[:MAXNREG[:LOOK_BACK]] (nodes a "
                              "program, its warps, a register cap, the look-back's window; 0: the default)")
-    parser.add_argument("--fused-lanes", type=int, nargs="*", default=[], choices=[0, 1, 2],
-                        help="also time method='fused' drawing and storing these ways (sample_fused.LANES)")
+    parser.add_argument("--fused-lanes", type=int, nargs="*", default=[], choices=[0, 1],
+                        help="also time method='fused' drawing one node a lane (1) or in the grouped tile (0) "
+                             "(sample_fused.LANES)")
     parser.add_argument("--replace", action="store_true")
     parser.add_argument("--floor", type=int, default=1, choices=[0, 1],
                         help="also time the reads alone (module docstring); 0: not")
@@ -176,7 +177,7 @@ def fused_staging(stage, lanes=None):
     from tritongnn.kernels import sample, sample_fused
     old = sample.FUSED_STAGE, sample_fused.LANES
     sample.FUSED_STAGE = stage
-    sample_fused.LANES = sample_fused.LANES if lanes is None else lanes
+    sample_fused.LANES = sample_fused.LANES if lanes is None else bool(lanes)
     try:
         yield
     finally:

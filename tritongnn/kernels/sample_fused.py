@@ -63,9 +63,9 @@ from .sample_grouped import _grouped_picks, _launch_settings as _grouped_setting
 # sum, 2 the sum of every block up to and including it (its inclusive prefix).
 # Predecessors' words read at once by a block's look-back.
 LOOK_BACK = 32
-# How a block draws and stores: 0 the grouped [BN, FP] tile, 1 one node a
-# lane, 2 one node a lane with the stores gathered into the tile.
-LANES = 1
+# Draw and read one node a lane (``_lane_picks``), else with the grouped
+# ``[BN, FP]`` tile (always when staging, or past 32 draws a node).
+LANES = True
 
 
 @triton.jit
@@ -130,37 +130,47 @@ def _lane_picks(indices, hot_indices, num_hot_edges, b_start, b_deg, b_seed, b_d
 
 
 @triton.jit
+def _stack_lanes(b_lanes, FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr, BLOCK_NODES: tl.constexpr):
+    """``[BN, FP]`` tile of a tuple of ``FANOUT`` ``[BN]`` vectors (column
+    ``s`` from vector ``s``, zeros past ``FANOUT``), by ``tl.join`` of
+    halves: vector ``k`` with vector ``k + m / 2`` of the ``m`` left, so the
+    first join's axis is the column's top bit and a row-major reshape puts
+    every vector in its column. Each node's row stays in its lane until
+    the store moves it."""
+    b_cols = ()
+    for s in tl.static_range(FANOUT_PAD):
+        if s < FANOUT:
+            b_cols = b_cols + (b_lanes[s],)
+        else:
+            b_cols = b_cols + (tl.zeros_like(b_lanes[0]),)
+    for level in tl.static_range(FANOUT_PAD.bit_length() - 1):
+        b_next = ()
+        for k in tl.static_range(FANOUT_PAD >> (level + 1)):
+            b_next = b_next + (tl.join(b_cols[k], b_cols[k + (FANOUT_PAD >> (level + 1))]),)
+        b_cols = b_next
+    return tl.reshape(b_cols[0], (BLOCK_NODES, FANOUT_PAD))
+
+
+@triton.jit
 def _write_lanes(out_src, out_dst, out_eid, out_batch, b_srcs, b_poss, b_count, b_end, b_dst, b_batch,
                  FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr, WRITE_EID: tl.constexpr, HAS_BATCH: tl.constexpr,
-                 TILE_STORE: tl.constexpr, BLOCK_NODES: tl.constexpr):
-    """Store ``_lane_picks``' edges: node ``n``'s ``s``-th at ``b_end[n] -
-    b_count[n] + s``; a lane at a time, or (``TILE_STORE``) gathered into
-    a ``[BN, FP]`` tile first, whose stores the compiler coalesces."""
-    b_first = b_end - b_count
-    if TILE_STORE:
-        o_j = tl.arange(0, FANOUT_PAD)
-        b_src = tl.zeros([BLOCK_NODES, FANOUT_PAD], tl.int64)
-        b_pos = tl.zeros([BLOCK_NODES, FANOUT_PAD], tl.int64)
-        for s in tl.static_range(FANOUT):
-            b_src = tl.where(o_j[None, :] == s, b_srcs[s].to(tl.int64)[:, None], b_src)
-            b_pos = tl.where(o_j[None, :] == s, b_poss[s][:, None], b_pos)
-        m_e = o_j[None, :] < b_count[:, None]
-        o_out = b_first[:, None] + o_j[None, :]
-        tl.store(out_src + o_out, b_src, mask=m_e)
-        tl.store(out_dst + o_out, tl.broadcast_to(b_dst[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
-        if WRITE_EID:
-            tl.store(out_eid + o_out, b_pos, mask=m_e)
-        if HAS_BATCH:
-            tl.store(out_batch + o_out, tl.broadcast_to(b_batch[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
-    else:
-        for s in tl.static_range(FANOUT):
-            m_s = s < b_count
-            tl.store(out_src + b_first + s, b_srcs[s].to(tl.int64), mask=m_s)
-            tl.store(out_dst + b_first + s, b_dst, mask=m_s)
-            if WRITE_EID:
-                tl.store(out_eid + b_first + s, b_poss[s], mask=m_s)
-            if HAS_BATCH:
-                tl.store(out_batch + b_first + s, b_batch, mask=m_s)
+                 BLOCK_NODES: tl.constexpr):
+    """Store ``_lane_picks``' edges, node ``n``'s ``s``-th at ``b_end[n] -
+    b_count[n] + s``, through ``[BN, FP]`` tiles (``_stack_lanes``): the
+    compiler moves them into a layout a warp stores coalesced. (Stored a
+    lane at a time instead, a warp's 32 stores hit 32 rows: measured
+    0.78x and 0.93x the foundation hop on the large graph's hops 2 and 3,
+    against 1.28x and 1.37x through tiles; bench/results/README.md.)"""
+    o_j = tl.arange(0, FANOUT_PAD)
+    b_src = _stack_lanes(b_srcs, FANOUT, FANOUT_PAD, BLOCK_NODES).to(tl.int64)
+    m_e = o_j[None, :] < b_count[:, None]
+    o_out = (b_end - b_count)[:, None] + o_j[None, :]
+    tl.store(out_src + o_out, b_src, mask=m_e)
+    tl.store(out_dst + o_out, tl.broadcast_to(b_dst[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
+    if WRITE_EID:
+        tl.store(out_eid + o_out, _stack_lanes(b_poss, FANOUT, FANOUT_PAD, BLOCK_NODES), mask=m_e)
+    if HAS_BATCH:
+        tl.store(out_batch + o_out, tl.broadcast_to(b_batch[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
 
 
 @triton.jit(do_not_specialize=["bound", "num_hot", "num_hot_edges", "num_batches"])
@@ -197,7 +207,7 @@ def _fused_kernel(
     BLOCK_NODES: tl.constexpr,
     BLOCK_K: tl.constexpr,  # >= K + 1, a power of two
     LOOK_BACK: tl.constexpr,  # predecessors' status words read at once
-    LANES: tl.constexpr,      # 0: the [BN, FP] tile; 1: one node a lane (_lane_picks); 2: that, tile stores
+    LANES: tl.constexpr,      # draw and read one node a lane (_lane_picks), else in the grouped tile
 ):
     ticket = tl.atomic_add(status, 1).to(tl.int64)
     first = ticket * BLOCK_NODES
@@ -254,7 +264,7 @@ def _fused_kernel(
         tl.store(edge_ptr + o_k, prefix + b_before, mask=m_mine)
         if LANES:
             _write_lanes(out_src, out_dst, out_eid, out_batch, b_srcs, b_poss, b_count, prefix + b_inclusive, b_dst,
-                         b_batch, FANOUT, FANOUT_PAD, WRITE_EID, HAS_BATCH, LANES == 2, BLOCK_NODES)
+                         b_batch, FANOUT, FANOUT_PAD, WRITE_EID, HAS_BATCH, BLOCK_NODES)
         else:
             _write_edges(out_src, out_dst, out_eid, out_batch, b_src, b_pos, b_count, m_e, prefix + b_inclusive,
                          b_dst, b_batch, FANOUT_PAD, WRITE_EID, HAS_BATCH, BLOCK_NODES)
@@ -305,5 +315,5 @@ def launch_fused(indptr, hot_indptr, indices, hot_indices, frontier, frontier_lo
         hot_indptr.numel() - 1, hot_indices.numel(), num_batches, FANOUT=fanout, FANOUT_PAD=fanout_pad,
         D_MAX=d_max, TILE=max(d_max, fanout_pad), STAGE=stage, REPLACE=replace, WRITE_EID=return_eid,
         TIERED=tiered, HAS_BATCH=has_batch, BLOCK_NODES=block_nodes, BLOCK_K=next_power_of_2(num_batches + 1),
-        LOOK_BACK=LOOK_BACK, LANES=LANES if not stage and fanout <= 32 else 0, num_warps=num_warps, maxnreg=maxnreg)
+        LOOK_BACK=LOOK_BACK, LANES=LANES and not stage and fanout <= 32, num_warps=num_warps, maxnreg=maxnreg)
     return edge_ptr
