@@ -1,7 +1,9 @@
 """Sampling kernel benchmark: one hop of the foundation kernel against the
 grouped ones (GARDEN's GPS, ``method="grouped"`` / ``"grouped_split"``) and
 the fused one (``method="fused"``, a hop in one launch; staged too, with
-``sample.FUSED_STAGE``, and at other tile shapes with ``--fused-shapes``).
+``sample.FUSED_STAGE``, drawing in the grouped tile instead of one node a
+lane with ``--fused-lanes 0``, and at other tile shapes, register caps and
+look-back windows with ``--fused-shapes``).
 
 For each graph (a synthetic Chung-Lu power law and the cnr2000 web crawl),
 adjacency placement (GPU memory, pinned host memory read through UVA) and hop

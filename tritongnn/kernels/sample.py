@@ -130,8 +130,11 @@ def _draw_positions(seed, b_draw, b_deg, m_n, FANOUT: tl.constexpr, FANOUT_PAD: 
         b_full = b_deg <= FANOUT
         b_chosen = tl.full([BLOCK_NODES, FANOUT_PAD], -1, tl.int64)
         if tl.max((m_n & ~b_full).to(tl.int32), axis=0) > 0:  # a tile of full nodes draws nothing
-            # Floyd's algorithm, all nodes of the tile in lock step: unrolled
-            # for the usual fanouts, a loop past 32 steps (unrolling hundreds
+            # Floyd's algorithm, all nodes of the tile in lock step: for the
+            # usual fanouts unrolled, each node's steps in its own lane, then
+            # placed in the tile (at 3fb8873 on an H200: the foundation hop
+            # 1.11-1.19x faster on the large graph than with each step on the
+            # tile); a loop on the tile past 32 steps (unrolling hundreds
             # takes minutes to compile)
             if FANOUT <= 32:
                 b_taken = _floyd_lanes(seed, b_draw, b_deg, FANOUT, FANOUT_PAD)

@@ -15,10 +15,13 @@ Here one program takes ``BLOCK_NODES`` consecutive frontier nodes and
    their counts (``min(degree, fanout)``, as the classifier's
    ``_count_and_class``), scans the counts in the block (``tl.cumsum``) and
    publishes the block's sum;
-2. draws and reads its nodes' picks with the grouped tile
-   (``sample_grouped._grouped_picks``: the ``[nodes x fanout]`` layout, rows
-   of degree ``<= d_max`` staged by one coalesced load where ``stage``),
-   which need no output place yet;
+2. draws and reads its nodes' picks, which need no output place yet: one
+   node a lane (``_lane_picks``, the default, ``LANES``): Floyd's steps
+   compare a node's earlier picks in its own lane (``sample._floyd_lanes``)
+   and each pick is read as it is drawn; or, staging (``stage``) or past
+   32 draws a node, with the grouped tile (``sample_grouped._grouped_picks``:
+   the ``[nodes x fanout]`` layout, rows of degree ``<= d_max`` staged by
+   one coalesced load);
 3. finds where its block's edges start with a *decoupled look-back*
    (Merrill and Garland's single-pass scan): it walks back over its
    predecessors' published values until one carries an inclusive prefix,
@@ -29,13 +32,25 @@ Here one program takes ``BLOCK_NODES`` consecutive frontier nodes and
    status word packs the value and its flag in one int64, written by one
    atomic exchange and read by one volatile load, so no reader sees a flag
    without its value;
-4. stores its edges (``sample_grouped._write_edges``) and, where its block
-   holds a sub-batch's first position, that sub-batch's ``edge_ptr``.
+4. stores its edges through ``[nodes x fanout]`` tiles, which a warp
+   stores coalesced (``_write_lanes``, ``sample_grouped._write_edges``),
+   and, where its block holds a sub-batch's first position, that
+   sub-batch's ``edge_ptr``.
+
+Why lanes. Nsight Compute on the large graph's hop 2 (``bench/results``,
+thirty-first session): with the grouped tile, a warp issued ~4,900
+instructions at 8.4 cycles each, 2.7 warps a scheduler. Most were Floyd's
+steps on the ``[BN, FP]`` tile, each a reduction across 16 lanes and two
+layout changes. In lanes the kernel takes 96 registers at fanout 10 (160
+with the tile: 5 programs an SM against 3) and 1,944 static instructions
+(4,416), and ran the large graph's hops at 1.85 / 1.43 / 1.43x the
+foundation hop (the tile: 1.57 / 1.30 / 1.29x).
 
 The per-node arrays never leave registers, and a hop is two graph nodes
 (the status words' memset and this kernel) instead of four kernels. What the
 fusion gives up: the classifier's full-first ``order``, which lets tiles of
-full nodes skip Floyd's draws (here a tile draws when any node in it does).
+full nodes skip Floyd's draws (here every node draws; a full node's picks
+are then its whole row).
 
 Same edges, bit for bit. Node ``i`` of sub-batch ``k`` draws from
 ``seed[k]`` and its position within sub-batch ``k`` through the same
@@ -280,7 +295,14 @@ def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int
     foundation's tile) 1.20x, 512 with 8 warps 0.98x; fanouts 10 and 15 at
     128 nodes 1.17-1.65x, 256 with 8 warps 0.89-1.51x. Fewer nodes a
     program mean more programs in flight and a shorter wait on a block's
-    predecessors; below 128, more blocks in the look-back's chain."""
+    predecessors; below 128, more blocks in the look-back's chain.
+
+    No register cap (``maxnreg``, the third value, for the benches): with
+    the grouped tile at 84c96a6, caps of 128, 96 and 80 registers (4-6
+    programs an SM, spilling) ran the large graph's hop 2 at 1.07-1.17x
+    against 1.16x uncapped. Drawing in lanes (a34c159, lanes stored one at
+    a time) at 256 nodes with 8 or 4 warps, or 64 with 2, was slower than
+    128 with 4 on every large-graph hop."""
     if stage:
         return *_grouped_settings(fanout_pad, d_max, True), None
     return interpreted_block(max(16, min(128, 2048 // fanout_pad)), 256), 4, None
