@@ -93,10 +93,12 @@ def main():
                          "out_src": "*i64", "out_dst": "*i64", "out_eid": "*i64", "out_batch": "*i64",
                          "edge_ptr": "*i64", "bound": "i64", "num_hot": "i64", "num_hot_edges": "i64",
                          "num_batches": "i64"}
-                variants.append(("fused (whole hop)", sample_fused._fused_kernel, fused,
-                                 dict(FANOUT=fanout, FANOUT_PAD=fanout_pad, D_MAX=1, TILE=fanout_pad, STAGE=False,
-                                      REPLACE=False, WRITE_EID=True, TIERED=tiered, HAS_BATCH=False, BLOCK_K=2,
-                                      LOOK_BACK=sample_fused.LOOK_BACK), block, warps, maxnreg))
+                for lanes in (True, False):  # one node a lane (the default), the grouped tile
+                    variants.append((f"fused ({'lanes' if lanes else 'tile'})", sample_fused._fused_kernel, fused,
+                                     dict(FANOUT=fanout, FANOUT_PAD=fanout_pad, D_MAX=1, TILE=fanout_pad,
+                                          STAGE=False, REPLACE=False, WRITE_EID=True, TIERED=tiered,
+                                          HAS_BATCH=False, BLOCK_K=2, LOOK_BACK=sample_fused.LOOK_BACK,
+                                          LANES=lanes and fanout <= 32), block, warps, maxnreg))
                 for name, fn, signature, constants, block, warps, *maxnreg in variants:
                     block, warps = args.block_nodes or block, args.num_warps or warps
                     constants = dict(constants, BLOCK_NODES=block)

@@ -41,10 +41,11 @@ Why lanes. Nsight Compute on the large graph's hop 2 (``bench/results``,
 thirty-first session): with the grouped tile, a warp issued ~4,900
 instructions at 8.4 cycles each, 2.7 warps a scheduler. Most were Floyd's
 steps on the ``[BN, FP]`` tile, each a reduction across 16 lanes and two
-layout changes. In lanes the kernel takes 96 registers at fanout 10 (160
-with the tile: 5 programs an SM against 3) and 1,944 static instructions
-(4,416), and ran the large graph's hops at 1.85 / 1.43 / 1.43x the
-foundation hop (the tile: 1.57 / 1.30 / 1.29x).
+layout changes. In lanes the kernel takes 96 registers at fanout 10
+(160 with the tile's steps at 3fb8873: 5 programs an SM against 3) and
+1,944 static instructions (4,416), and ran the large graph's hops at 1.85 /
+1.43 / 1.43x the foundation hop (in the tile, its steps in lanes too: 1.57
+/ 1.30 / 1.29x).
 
 The per-node arrays never leave registers, and a hop is two graph nodes
 (the status words' memset and this kernel) instead of four kernels. What the
