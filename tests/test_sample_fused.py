@@ -100,8 +100,9 @@ def test_fused_hops_across_many_blocks_are_the_foundation_hops(device, fused_sta
                     hop(graph, frontier, fanout, replace, device, "fused", seed=seed))
 
 
+@pytest.mark.parametrize("replace", [False, True])  # each sub-batch's seed in Floyd's steps, and in i.i.d. draws
 @pytest.mark.parametrize("sizes", [[300, 0, 900, 800], [256, 256, 1488], [1, 1999], [2000]])
-def test_fused_super_batch_hops_are_the_foundation_hops(device, fused_stage, sizes):
+def test_fused_super_batch_hops_are_the_foundation_hops(device, fused_stage, sizes, replace):
     # sub-batches of any length, empty ones, edges on block boundaries
     graph, gen = many_block_graph(1)
     n = sum(sizes)
@@ -110,8 +111,8 @@ def test_fused_super_batch_hops_are_the_foundation_hops(device, fused_stage, siz
     batch = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes), output_size=n)
     kw = dict(frontier_batch=torch.cat([batch, batch.new_full((7,), len(sizes) - 1)]).to(device), batch_ptr=ptr,
               seed=torch.arange(len(sizes), device=device) + 11)
-    assert_same_hop(hop(graph, frontier, 4, False, device, "foundation", **kw),
-                    hop(graph, frontier, 4, False, device, "fused", **kw))
+    assert_same_hop(hop(graph, frontier, 4, replace, device, "foundation", **kw),
+                    hop(graph, frontier, 4, replace, device, "fused", **kw))
 
 
 @pytest.mark.parametrize("n, slack", [(0, 5), (256, 0), (512, 0), (255, 1), (700, 0)])
