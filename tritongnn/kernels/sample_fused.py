@@ -172,21 +172,20 @@ def _write_lanes(out_src, out_dst, out_eid, out_batch, b_srcs, b_poss, b_count, 
                  FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr, WRITE_EID: tl.constexpr, HAS_BATCH: tl.constexpr,
                  BLOCK_NODES: tl.constexpr):
     """Store ``_lane_picks``' edges, node ``n``'s ``s``-th at ``b_end[n] -
-    b_count[n] + s``, through ``[BN, FP]`` tiles (``_stack_lanes``): the
-    compiler moves them into a layout a warp stores coalesced. (Stored a
+    b_count[n] + s``, through ``[BN, FP]`` tiles (``_stack_lanes``, then
+    the grouped kernels' ``_write_edges``): the compiler moves them into a
+    layout a warp stores coalesced. (Stored a
     lane at a time instead, a warp's 32 stores hit 32 rows: measured
     0.78x and 0.93x the foundation hop on the large graph's hops 2 and 3,
     against 1.28x and 1.37x through tiles; bench/results/README.md.)"""
-    o_j = tl.arange(0, FANOUT_PAD)
     b_src = _stack_lanes(b_srcs, FANOUT, FANOUT_PAD, BLOCK_NODES).to(tl.int64)
-    m_e = o_j[None, :] < b_count[:, None]
-    o_out = (b_end - b_count)[:, None] + o_j[None, :]
-    tl.store(out_src + o_out, b_src, mask=m_e)
-    tl.store(out_dst + o_out, tl.broadcast_to(b_dst[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
     if WRITE_EID:
-        tl.store(out_eid + o_out, _stack_lanes(b_poss, FANOUT, FANOUT_PAD, BLOCK_NODES), mask=m_e)
-    if HAS_BATCH:
-        tl.store(out_batch + o_out, tl.broadcast_to(b_batch[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
+        b_pos = _stack_lanes(b_poss, FANOUT, FANOUT_PAD, BLOCK_NODES)
+    else:  # not stored
+        b_pos = b_src
+    m_e = tl.arange(0, FANOUT_PAD)[None, :] < b_count[:, None]
+    _write_edges(out_src, out_dst, out_eid, out_batch, b_src, b_pos, b_count, m_e, b_end, b_dst, b_batch,
+                 FANOUT_PAD, WRITE_EID, HAS_BATCH, BLOCK_NODES)
 
 
 @triton.jit(do_not_specialize=["bound", "num_hot", "num_hot_edges", "num_batches"])
