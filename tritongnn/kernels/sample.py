@@ -32,9 +32,10 @@ Four launches per hop, no host synchronisation:
    served from the tile.
 
 ``method="fused"`` (``sample_fused``) does all of this in one launch: each
-program classifies and scans its block of the frontier, finds where its
-edges start by a look-back over the blocks before it, and draws with the
-same tile; ``method="auto"`` takes it where the adjacency is in GPU memory.
+program classifies and scans its block of the frontier, draws the same
+picks (one node a lane), finds where its edges start by a look-back over
+the blocks before it, and stores them; ``method="auto"`` takes it where
+the adjacency is in GPU memory.
 
 Random numbers are Philox (``tl.randint``) keyed by a per-launch seed drawn
 from the caller's ``torch.Generator`` and by (node position, draw): results are
@@ -462,10 +463,9 @@ def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None) -> str:
     """``method="auto"``: ``"fused"`` where every row is read from GPU memory,
     ``"foundation"`` where rows are read from host memory through UVA (or
     under the interpreter). Measured on an H200 (``bench/results/README.md``,
-    6e428c1), the fused hop is 1.18-1.69x the foundation's in GPU memory on
-    both graphs, but through UVA 0.86-0.96x on the large graph's two larger
-    hops, where PCIe bounds both and the fused kernel holds fewer reads in
-    flight."""
+    fb4e090), the fused hop is 1.43-1.99x the foundation's in GPU memory on
+    both graphs, but through UVA 0.97x and 0.66x on the large graph's two
+    larger hops, where PCIe bounds both."""
     if indices.is_cuda and hot_indices is None:
         return "fused"
     return "foundation"
