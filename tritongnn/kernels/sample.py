@@ -73,25 +73,48 @@ from ._launch import check_dense_index, check_readable, interpreted_block, next_
 
 
 @triton.jit
-def _uniform_below(seed, offset, n):
+def _below(b_bits, n):
     # (32 random bits * n) >> 32 is uniform in [0, n) up to a bias of n / 2^32,
     # far below what any test of a real degree can see; no modulo, no loop.
-    b_r = tl.randint(seed, offset).to(tl.uint32, bitcast=True).to(tl.int64)
-    return (b_r * n) >> 32
+    return (b_bits.to(tl.uint32, bitcast=True).to(tl.int64) * n) >> 32
 
 
 @triton.jit
-def _floyd_lanes(seed, b_draw, b_deg, FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr):
+def _lane_words(seed, b_draw, FANOUT: tl.constexpr):
+    """The random words of each node's draws, a tuple of ``[BN]`` int32
+    (at least ``FANOUT``): word ``j`` is word ``j % 4`` of Philox at counter
+    ``b_draw * QUADS + j // 4`` (``QUADS = ceil(FANOUT / 4)``). One Philox
+    evaluation (10 rounds) gives four words; ``tl.randint`` throws three
+    away. (At fanout 10 that was 10 evaluations a node against 3 here.)"""
+    b_words = ()
+    for q in tl.static_range((FANOUT + 3) // 4):
+        b_r0, b_r1, b_r2, b_r3 = tl.randint4x(seed, b_draw * ((FANOUT + 3) // 4) + q)
+        b_words = b_words + (b_r0, b_r1, b_r2, b_r3)
+    return b_words
+
+
+@triton.jit
+def _word(seed, b_draw, j, FANOUT: tl.constexpr):
+    """Word ``j`` of ``_lane_words`` alone (``j`` a runtime scalar or a
+    tile of draw indices): its Philox evaluation, one of four words kept."""
+    b_r0, b_r1, b_r2, b_r3 = tl.randint4x(seed, b_draw * ((FANOUT + 3) // 4) + j // 4)
+    c = j % 4
+    return tl.where(c == 0, b_r0, tl.where(c == 1, b_r1, tl.where(c == 2, b_r2, b_r3)))
+
+
+@triton.jit
+def _floyd_lanes(seed, b_draw, b_deg, FANOUT: tl.constexpr):
     """Floyd's subset draw for a vector of nodes, one node a lane: a tuple
     of ``FANOUT`` ``[BN]`` positions, the ``s``-th from step ``s`` (draw t in
     ``[0, deg - FANOUT + s]``; take it, or the top if already taken). Each
     node's steps compare its own earlier picks in its own lane: no
     cross-lane reduction, no layout change a step (``FANOUT <= 32``,
     unrolled). Meaningful for nodes of degree > FANOUT."""
+    b_words = _lane_words(seed, b_draw, FANOUT)
     b_taken = ()
     for s in tl.static_range(FANOUT):
         b_top = b_deg - FANOUT + s  # [BN]
-        b_t = _uniform_below(seed, b_draw * FANOUT_PAD + s, b_top + 1)
+        b_t = _below(b_words[s], b_top + 1)
         b_seen = b_t != b_t  # all False
         for r in tl.static_range(s):
             b_seen = b_seen | (b_taken[r] == b_t)
@@ -100,11 +123,11 @@ def _floyd_lanes(seed, b_draw, b_deg, FANOUT: tl.constexpr, FANOUT_PAD: tl.const
 
 
 @triton.jit
-def _floyd_step(seed, b_draw, b_deg, b_chosen, o_j, s, FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr):
+def _floyd_step(seed, b_draw, b_deg, b_chosen, o_j, s, FANOUT: tl.constexpr):
     """Step ``s`` of Floyd's subset draw for a tile of nodes: draw t in
     ``[0, deg - FANOUT + s]``; take it, or the top if already taken."""
     b_top = b_deg - FANOUT + s  # [BN]
-    b_t = _uniform_below(seed, b_draw * FANOUT_PAD + s, b_top + 1)
+    b_t = _below(_word(seed, b_draw, s, FANOUT), b_top + 1)
     b_seen = tl.sum((b_chosen == b_t[:, None]).to(tl.int32), axis=1) > 0
     b_new = tl.where(b_seen, b_top, b_t)
     return tl.where(o_j[None, :] == s, b_new[:, None], b_chosen)
@@ -116,16 +139,21 @@ def _draw_positions(seed, b_draw, b_deg, m_n, FANOUT: tl.constexpr, FANOUT_PAD: 
     """Row positions drawn for a tile of nodes: ``[BN, FP]`` picks and the
     ``[BN]`` count of those that are edges. ``seed`` is the launch's Philox
     seed, or with ``PER_NODE_SEED`` a ``[BN]`` seed per node (its sub-batch's);
-    the counter of draw ``j`` of a node is ``b_draw * FANOUT_PAD + j``
-    (``b_draw``: its position in its batch's frontier), so every kernel
+    draw ``j`` of a node takes word ``j`` of ``_lane_words`` at its
+    ``b_draw`` (its position in its batch's frontier), so every kernel
     calling this draws the same positions for the same (seed, position),
     whatever its tile shape or node order."""
     o_j = tl.arange(0, FANOUT_PAD)  # [FP]
     if REPLACE:
-        o_rand = b_draw[:, None] * FANOUT_PAD + o_j[None, :]  # [BN, FP]
-        if PER_NODE_SEED:
-            seed = tl.broadcast_to(seed[:, None], (BLOCK_NODES, FANOUT_PAD))
-        b_pick = _uniform_below(seed, o_rand, b_deg[:, None])  # [BN, FP]
+        if FANOUT <= 32:  # each node's words in its lane, placed in the tile
+            b_words = _lane_words(seed, b_draw, FANOUT)
+            b_pick = tl.zeros([BLOCK_NODES, FANOUT_PAD], tl.int64)
+            for s in tl.static_range(FANOUT):
+                b_pick = tl.where(o_j[None, :] == s, _below(b_words[s], b_deg)[:, None], b_pick)
+        else:
+            if PER_NODE_SEED:
+                seed = tl.broadcast_to(seed[:, None], (BLOCK_NODES, FANOUT_PAD))
+            b_pick = _below(_word(seed, b_draw[:, None], o_j[None, :], FANOUT), b_deg[:, None])  # [BN, FP]
         b_count = tl.where(b_deg > 0, FANOUT, 0)
     else:
         b_full = b_deg <= FANOUT
@@ -138,12 +166,12 @@ def _draw_positions(seed, b_draw, b_deg, m_n, FANOUT: tl.constexpr, FANOUT_PAD: 
             # tile); a loop on the tile past 32 steps (unrolling hundreds
             # takes minutes to compile)
             if FANOUT <= 32:
-                b_taken = _floyd_lanes(seed, b_draw, b_deg, FANOUT, FANOUT_PAD)
+                b_taken = _floyd_lanes(seed, b_draw, b_deg, FANOUT)
                 for s in tl.static_range(FANOUT):
                     b_chosen = tl.where(o_j[None, :] == s, b_taken[s][:, None], b_chosen)
             else:
                 for s in range(FANOUT):
-                    b_chosen = _floyd_step(seed, b_draw, b_deg, b_chosen, o_j, s, FANOUT, FANOUT_PAD)
+                    b_chosen = _floyd_step(seed, b_draw, b_deg, b_chosen, o_j, s, FANOUT)
         b_pick = tl.where(b_full[:, None], o_j[None, :], b_chosen)
         b_count = tl.minimum(b_deg, FANOUT)
     return b_pick, b_count

@@ -72,7 +72,7 @@ import triton.language as tl
 
 from ._launch import interpreted_block, next_power_of_2
 from .classify import _count_and_class, _load_tiered
-from .sample import _floyd_lanes, _uniform_below
+from .sample import _below, _floyd_lanes, _lane_words
 from .sample_grouped import _grouped_picks, _launch_settings as _grouped_settings, _write_edges
 
 # A status word is value << 2 | flag: 0 not published yet, 1 the block's own
@@ -122,21 +122,22 @@ def _look_back(status, ticket, block_sum, WINDOW: tl.constexpr):
 
 @triton.jit
 def _lane_picks(indices, hot_indices, num_hot_edges, b_start, b_deg, b_seed, b_draw, m_n, FANOUT: tl.constexpr,
-                FANOUT_PAD: tl.constexpr, REPLACE: tl.constexpr, TIERED: tl.constexpr):
+                REPLACE: tl.constexpr, TIERED: tl.constexpr):
     """``_grouped_picks`` one node a lane: tuples of ``FANOUT`` ``[BN]``
     neighbour ids and CSC positions, and the ``[BN]`` counts. The same
     draws (``_floyd_lanes``, or i.i.d. with ``REPLACE``) and so the same
     edges, without the ``[BN, FP]`` tile's padding lanes."""
     if REPLACE:
         b_count = tl.where(b_deg > 0, FANOUT, 0)
+        b_words = _lane_words(b_seed, b_draw, FANOUT)
     else:
         b_count = tl.minimum(b_deg, FANOUT)
-        b_taken = _floyd_lanes(b_seed, b_draw, b_deg, FANOUT, FANOUT_PAD)
+        b_taken = _floyd_lanes(b_seed, b_draw, b_deg, FANOUT)
     b_srcs = ()
     b_poss = ()
     for s in tl.static_range(FANOUT):
         if REPLACE:
-            b_pick = _uniform_below(b_seed, b_draw * FANOUT_PAD + s, b_deg)
+            b_pick = _below(b_words[s], b_deg)
         else:
             b_pick = tl.where(b_deg <= FANOUT, s, b_taken[s])
         b_pos = b_start + b_pick
@@ -257,7 +258,7 @@ def _fused_kernel(
         # walk's wait overlaps their reads.
         if LANES:
             b_srcs, b_poss, b_count = _lane_picks(indices, hot_indices, num_hot_edges, b_start, b_deg, b_seed, b_draw,
-                                                  m_n, FANOUT, FANOUT_PAD, REPLACE, TIERED)
+                                                  m_n, FANOUT, REPLACE, TIERED)
         else:
             b_src, b_pos, b_count, m_e = _grouped_picks(indices, hot_indices, num_hot_edges, b_start, b_deg, b_seed,
                                                         b_draw, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE, REPLACE,
