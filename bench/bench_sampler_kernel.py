@@ -31,7 +31,10 @@ bounds, roughly, any method's speedup on that hop from reading memory more
 cleverly (GARDEN's staging reads whole rows: the same sectors or more).
 Roughly: the floor reads the positions (8 coalesced bytes an edge) that a
 sampler computes, and writes 4-8 bytes an edge where the samplers here
-write 24 (source, target and position).
+write 24 (source, target and position), or 16 without positions
+(``--return-eid 0``: what the loader asks for on a graph without edge
+attributes; each setting's rows have their own foundation baseline, the
+floor's ratio is against the last).
 
 The foundation kernel is also timed at the grouped kernel's small tiles
 (``--foundation-block-nodes``, 16 and 32 nodes a program against its 128-256;
@@ -86,6 +89,9 @@ def parse_args():
                         help="also time method='fused' drawing one node a lane (1) or in the grouped tile (0) "
                              "(sample_fused.LANES)")
     parser.add_argument("--replace", action="store_true")
+    parser.add_argument("--return-eid", type=int, nargs="+", default=[1], choices=[0, 1],
+                        help="time with each edge's CSC position written (1) and/or not (0: the loader's "
+                             "setting for graphs without edge attributes)")
     parser.add_argument("--floor", type=int, default=1, choices=[0, 1],
                         help="also time the reads alone (module docstring); 0: not")
     parser.add_argument("--placements", nargs="+", default=["device", "host"], choices=["device", "host"])
@@ -247,10 +253,10 @@ def bench_graph(name, graph, args, device, rows):
             degree = degree_all[frontier]
             full = int((degree <= fanout).sum())
 
-            def call(method, d_max, block_nodes, stage=plain):
+            def call(method, d_max, block_nodes, stage=plain, eid=True):
                 with tile_height(block_nodes), fused_staging(*stage):
                     return sample_neighbors(g.indptr, g.indices, frontier, local, num, fanout, args.replace,
-                                            return_eid=True, seed=seed, method=method, d_max=d_max or 64)
+                                            return_eid=eid, seed=seed, method=method, d_max=d_max or 64)
 
             def report(label, method, cold, warm, correct, wrong, d_max=None, block_nodes=None, mix="", **extra):
                 """One timed row of this hop, against the baseline's ``base``."""
@@ -267,23 +273,25 @@ def bench_graph(name, graph, args, device, rows):
             ref = call("foundation", None, None)
             e = int(ref.num_edges)
             ref = (ref.src[:e].clone(), ref.dst[:e].clone(), ref.eid[:e].clone())
-            base = None
-            for label, method, d_max, block_nodes, stage in configs:
-                got = call(method, d_max, block_nodes, stage)
-                correct = int(got.num_edges) == e and all(
-                    torch.equal(a, b[:e]) for a, b in zip(ref, (got.src, got.dst, got.eid)))
-                del got
-                cold, warm = timed(lambda: call(method, d_max, block_nodes, stage), device) if correct \
-                    else (float("nan"),) * 2
-                base = base or (cold, warm)
-                extra, mix = {}, ""
-                if d_max is not None:
-                    extra = dict(staged_random_nodes=int(((degree > fanout) & (degree <= d_max)).sum()),
-                                 hubs=int((degree > max(d_max, fanout)).sum()))
-                    mix = f"  (full {full / n:.0%}, staged {extra['staged_random_nodes'] / n:.0%}, " \
-                          f"hubs {extra['hubs'] / n:.0%})"
-                report(label, method, cold, warm, correct, "WRONG EDGES", d_max, block_nodes, mix,
-                       fused_stage=stage[0], fused_lanes=stage[1], **extra)
+            for eid in args.return_eid:
+                base = None
+                for label, method, d_max, block_nodes, stage in configs:
+                    got = call(method, d_max, block_nodes, stage, bool(eid))
+                    correct = int(got.num_edges) == e and all(
+                        torch.equal(a, b[:e]) for a, b in zip(ref, (got.src, got.dst, got.eid)) if b is not None)
+                    del got
+                    cold, warm = timed(lambda: call(method, d_max, block_nodes, stage, bool(eid)), device) \
+                        if correct else (float("nan"),) * 2
+                    base = base or (cold, warm)
+                    extra, mix = {}, ""
+                    if d_max is not None:
+                        extra = dict(staged_random_nodes=int(((degree > fanout) & (degree <= d_max)).sum()),
+                                     hubs=int((degree > max(d_max, fanout)).sum()))
+                        mix = f"  (full {full / n:.0%}, staged {extra['staged_random_nodes'] / n:.0%}, " \
+                              f"hubs {extra['hubs'] / n:.0%})"
+                    report(label + ("" if eid else " no eid"), method, cold, warm, correct, "WRONG EDGES", d_max,
+                           block_nodes, mix, fused_stage=stage[0], fused_lanes=stage[1], return_eid=bool(eid),
+                           **extra)
             if args.floor:
                 eid = ref[2]
                 degree, got = picks_floor(g.indptr, g.indices, frontier, eid, e)
@@ -327,7 +335,7 @@ def main():
     settings = dict(graphs={n: dict(nodes=g.num_nodes, edges=g.num_edges, indices="int32") for n, g in graphs},
                     chung_lu="exponent 2.5, homophily 0.8, seed 0", num_neighbors=args.num_neighbors,
                     batch_size=args.batch_size, d_max=args.d_max, replace=args.replace,
-                    foundation_block_nodes=args.foundation_block_nodes,
+                    return_eid=args.return_eid, foundation_block_nodes=args.foundation_block_nodes,
                     timing="one sample_neighbors call in a CUDA graph; cold: do_bench median, L2 flushed; "
                            "warm: 20 calls in one graph, median of 5")
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "none (interpreter smoke test)"
