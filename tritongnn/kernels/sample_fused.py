@@ -87,7 +87,7 @@ LANES = True
 @triton.jit
 def _publish_sum(status, ticket, block_sum):
     """Publish block ``ticket``'s own sum (block 0's is its inclusive prefix)."""
-    tl.atomic_xchg(status + 1 + ticket, (block_sum << 2) | tl.where(ticket == 0, 2, 1))
+    tl.atomic_xchg(status + 1 + ticket, (block_sum << 2) | tl.where(ticket == 0, 2, 1), sem="relaxed")
 
 
 @triton.jit
@@ -116,7 +116,7 @@ def _look_back(status, ticket, block_sum, WINDOW: tl.constexpr):
             prefix += tl.sum(tl.where(m_use, b_word >> 2, 0), axis=0)
             end = tl.where(nearest >= end - WINDOW, 0, end - WINDOW)
     if ticket > 0:
-        tl.atomic_xchg(p_status + ticket, ((prefix + block_sum) << 2) | 2)
+        tl.atomic_xchg(p_status + ticket, ((prefix + block_sum) << 2) | 2, sem="relaxed")
     return prefix
 
 
@@ -225,7 +225,7 @@ def _fused_kernel(
     LOOK_BACK: tl.constexpr,  # predecessors' status words read at once
     LANES: tl.constexpr,      # draw and read one node a lane (_lane_picks), else in the grouped tile
 ):
-    ticket = tl.atomic_add(status, 1).to(tl.int64)
+    ticket = tl.atomic_add(status, 1, sem="relaxed").to(tl.int64)
     first = ticket * BLOCK_NODES
     n = tl.minimum(tl.maximum(tl.load(num_frontier), 0), bound)  # a count past the buffer: the buffer
     # Blocks past the last node write nothing and no later block needs their
