@@ -491,8 +491,8 @@ def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None) -> str:
     """``method="auto"``: ``"fused"`` where every row is read from GPU memory,
     ``"foundation"`` where rows are read from host memory through UVA (or
     under the interpreter). Measured on an H200 (``bench/results/README.md``,
-    fb4e090), the fused hop is 1.43-1.99x the foundation's in GPU memory on
-    both graphs, but through UVA 0.97x and 0.66x on the large graph's two
+    0abf2ca), the fused hop is 1.53-2.17x the foundation's in GPU memory on
+    both graphs, but through UVA 0.86x and 0.70x on the large graph's two
     larger hops, where PCIe bounds both."""
     if indices.is_cuda and hot_indices is None:
         return "fused"

@@ -31,7 +31,13 @@ Here one program takes ``BLOCK_NODES`` consecutive frontier nodes and
    running (no reliance on the order the hardware starts them in). Each
    status word packs the value and its flag in one int64, written by one
    atomic exchange and read by one volatile load, so no reader sees a flag
-   without its value;
+   without its value, and nothing else is published through it: every
+   atomic here is ``relaxed``. (With the default ``acq_rel`` each one
+   compiled to ``MEMBAR.ALL.GPU`` before and ``CCTL.IVALL`` after: the
+   inclusive publish waited for the block's own pick reads, and its
+   successors with it. Relaxed, the large graph's hops 2 and 3 went from
+   1.41 / 1.40x to 1.54 / 1.53x the foundation hop; ``bench/results``,
+   thirty-second session);
 4. stores its edges through ``[nodes x fanout]`` tiles, which a warp
    stores coalesced (``_write_lanes``, ``sample_grouped._write_edges``),
    and, where its block holds a sub-batch's first position, that
@@ -45,7 +51,7 @@ layout changes. In lanes the kernel takes 96 registers at fanout 10
 (160 with the tile's steps at 3fb8873: 5 programs an SM against 3) and
 1,944 static instructions (4,416), and ran the large graph's hops at 1.85 /
 1.43 / 1.43x the foundation hop (in the tile, its steps in lanes too: 1.57
-/ 1.30 / 1.29x).
+/ 1.30 / 1.29x; both before the relaxed atomics).
 
 The per-node arrays never leave registers, and a hop is two graph nodes
 (the status words' memset and this kernel) instead of four kernels. What the

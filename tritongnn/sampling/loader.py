@@ -233,7 +233,7 @@ class NeighborLoader:
             Batches come in another order, each seed still once per epoch.
         sample_kernel: the sampling kernels (``NeighborSampler``'s
             ``method``): ``"auto"`` (default: the one-pass ``"fused"``
-            kernel where the adjacency is all in GPU memory, 1.43-1.99x the
+            kernel where the adjacency is all in GPU memory, 1.53-2.17x the
             foundation's hop on an H200; ``"foundation"`` where rows cross
             PCIe), or any of ``"foundation"``, ``"fused"``, GARDEN's grouped
             sampler ``"grouped"`` / ``"grouped_split"`` (not faster there;
