@@ -81,7 +81,7 @@ def _below(b_bits, n):
 
 @triton.jit
 def _lane_words(seed, b_draw, FANOUT: tl.constexpr):
-    """The random words of each node's draws, a tuple of ``[BN]`` int32
+    """The random words of each node's draws, a tuple of ``[BN]`` uint32
     (at least ``FANOUT``): word ``j`` is word ``j % 4`` of Philox at counter
     ``b_draw * QUADS + j // 4`` (``QUADS = ceil(FANOUT / 4)``). One Philox
     evaluation (10 rounds) gives four words; ``tl.randint`` throws three
