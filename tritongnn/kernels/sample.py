@@ -37,9 +37,9 @@ picks (one node a lane), finds where its edges start by a look-back over
 the blocks before it, and stores them; ``method="auto"`` takes it where
 the adjacency is in GPU memory.
 
-Random numbers are Philox (``tl.randint``) keyed by a per-launch seed drawn
-from the caller's ``torch.Generator`` and by (node position, draw): results are
-reproducible for a given generator state, independent of the launch shape and
+Random numbers are Philox (``tl.randint4x``, four words an evaluation)
+keyed by a per-launch seed drawn from the caller's ``torch.Generator`` and
+by (node position, draw): results are reproducible for a given generator state, independent of the launch shape and
 of the order in which programs take the nodes. The seed is read from device
 memory, so a CUDA graph of the launches replays with new seeds.
 
@@ -80,24 +80,29 @@ def _below(b_bits, n):
 
 
 @triton.jit
+def _quad(seed, b_draw, q, FANOUT: tl.constexpr):
+    """Words ``4q .. 4q + 3`` of a node's draws: one Philox evaluation (10
+    rounds) at counter ``b_draw * ceil(FANOUT / 4) + q``, all four words."""
+    return tl.randint4x(seed, b_draw * ((FANOUT + 3) // 4) + q)
+
+
+@triton.jit
 def _lane_words(seed, b_draw, FANOUT: tl.constexpr):
     """The random words of each node's draws, a tuple of ``[BN]`` uint32
-    (at least ``FANOUT``): word ``j`` is word ``j % 4`` of Philox at counter
-    ``b_draw * QUADS + j // 4`` (``QUADS = ceil(FANOUT / 4)``). One Philox
-    evaluation (10 rounds) gives four words; ``tl.randint`` throws three
-    away. (At fanout 10 that was 10 evaluations a node against 3 here.)"""
+    (at least ``FANOUT``): word ``j`` is word ``j % 4`` of ``_quad`` ``j //
+    4``. ``tl.randint`` would evaluate Philox once a word and keep one of
+    its four (at fanout 10: 10 evaluations a node against 3 here)."""
     b_words = ()
     for q in tl.static_range((FANOUT + 3) // 4):
-        b_r0, b_r1, b_r2, b_r3 = tl.randint4x(seed, b_draw * ((FANOUT + 3) // 4) + q)
-        b_words = b_words + (b_r0, b_r1, b_r2, b_r3)
+        b_words = b_words + _quad(seed, b_draw, q, FANOUT)
     return b_words
 
 
 @triton.jit
 def _word(seed, b_draw, j, FANOUT: tl.constexpr):
     """Word ``j`` of ``_lane_words`` alone (``j`` a runtime scalar or a
-    tile of draw indices): its Philox evaluation, one of four words kept."""
-    b_r0, b_r1, b_r2, b_r3 = tl.randint4x(seed, b_draw * ((FANOUT + 3) // 4) + j // 4)
+    tile of draw indices): its ``_quad``, one of four words kept."""
+    b_r0, b_r1, b_r2, b_r3 = _quad(seed, b_draw, j // 4, FANOUT)
     c = j % 4
     return tl.where(c == 0, b_r0, tl.where(c == 1, b_r1, tl.where(c == 2, b_r2, b_r3)))
 
