@@ -665,7 +665,7 @@ def test_edge_index_is_the_samplers_rows_not_a_copy(device):
     # sample and sample_many write row and col as the two rows of one [2, E]
     # tensor: the batch's edge_index is that tensor; any other pair is stacked
     from tritongnn import CSCGraph, NeighborSampler
-    from tritongnn.sampling.sampler import edge_index_of
+    from tritongnn.sampling.sampler import edge_index_of, joined
     data = random_data()
     sampler = NeighborSampler(CSCGraph.from_edge_index(data.edge_index, 300).to(device), [3, 2], device=device)
     seeds = torch.arange(40, device=device)
@@ -681,6 +681,11 @@ def test_edge_index_is_the_samplers_rows_not_a_copy(device):
     pair = torch.stack([row, col])
     swapped = edge_index_of(pair[1], pair[0])  # rows of one tensor, in the wrong order: a copy
     assert swapped.data_ptr() != pair.data_ptr() and torch.equal(swapped, pair.flip(0))
+    # a super-batch's nodes lie end to end: joined, they are one view
+    nodes = [out.node for out in outs[1:]]
+    assert joined(nodes).data_ptr() == nodes[0].data_ptr() and torch.equal(joined(nodes), torch.cat(nodes))
+    apart = [nodes[1], nodes[0]]
+    assert joined(apart).data_ptr() != nodes[1].data_ptr() and torch.equal(joined(apart), torch.cat(apart))
     batch = next(iter(NeighborLoader(data, [3, 2], batch_size=40, device=device)))
     assert batch.edge_index.is_contiguous() and batch.edge_index.size(0) == 2
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from tritongnn.kernels import pack, pack_prefixes, reference
+from tritongnn.kernels import pack, pack_prefixes, pack_segments, reference
 from tritongnn.kernels._launch import reference_on_cpu
 
 PATHS = ["kernel", "reference"]
@@ -214,3 +214,118 @@ def test_pack_in_a_cuda_graph():
         graph.replay()
         want, want_end = expected([p.cpu() for p in parts], [a, b], 32, s, torch.int64)
         assert end.item() == want_end and torch.equal(out.cpu(), want)
+
+
+def expected_segments(part, ptr, starts, size, dtype, want=None):
+    """``out`` (filled with SENTINEL, or ``want`` as it is) after
+    ``pack_segments`` of one part, element by element."""
+    want = torch.full((size,), SENTINEL).to(dtype) if want is None else want
+    for k, start in enumerate(starts):
+        for i in range(max(ptr[k], 0), min(ptr[k + 1], part.numel())):
+            if 0 <= start + i - ptr[k] < size:
+                want[start + i - ptr[k]] = part[i].cpu()
+    return want
+
+
+def run_segments(path, device, part, ptr, starts, size, dtype=torch.int64, second=None):
+    """One part, or two (``second``: its part and starts) in one call."""
+    out = torch.full((size,), SENTINEL, device=device).to(dtype)
+    parts, all_starts = [part], [starts]
+    if second is not None:
+        parts.append(second[0])
+        all_starts.append(second[1])
+    with backend(path):
+        pack_segments(parts, torch.tensor(ptr, dtype=torch.int64, device=device),
+                      [torch.tensor(s, dtype=torch.int64, device=device) for s in all_starts], out)
+    want = None
+    for p, s in zip(parts, all_starts):
+        want = expected_segments(p, ptr, s, size, dtype, want)
+    assert torch.equal(bits(out), bits(want))
+    return out
+
+
+@pytest.mark.parametrize("path", PATHS)
+@given(sizes=st.lists(st.integers(0, 40), min_size=1, max_size=17), dtype=st.sampled_from(
+    [torch.int64, torch.int32, torch.float32, torch.bool]), data=st.data())
+def test_segments_go_to_their_starts(device, monkeypatch, path, sizes, dtype, data):
+    # K segments (empty ones too) from ptr[0] on, any order of starts, a
+    # part longer than its segments (a bound), out too small at times:
+    # each element at its segment's start plus its offset in the segment
+    monkeypatch.setattr(pack, "BLOCK", data.draw(st.sampled_from([8, pack.BLOCK])))
+    first = data.draw(st.integers(0, 5))
+    ptr = [first]
+    for n in sizes:
+        ptr.append(ptr[-1] + n)
+    part = values(ptr[-1] + data.draw(st.integers(0, 10)), dtype, len(sizes)).to(device)
+    order = data.draw(st.permutations(range(len(sizes))))
+    starts, at = [0] * len(sizes), data.draw(st.integers(0, 4))
+    for k in order:  # the segments' places: disjoint, in any order
+        starts[k], at = at, at + sizes[k]
+    size = data.draw(st.integers(0, at + 4))
+    second = None
+    if data.draw(st.booleans()):  # a second part of the same segments (a hop's columns), after the first's
+        second = (values(part.numel() + data.draw(st.sampled_from([0, 3])), dtype, 99).to(device),
+                  [s + at for s in starts])
+        size = data.draw(st.integers(0, 2 * at + 4))
+    out = run_segments(path, device, part, ptr, starts, size, dtype, second)
+    for k in range(len(sizes)):  # torch's slices, as far as out goes
+        got, want = out[starts[k]:starts[k] + sizes[k]].cpu(), part[ptr[k]:ptr[k + 1]].cpu()
+        assert torch.equal(bits(got), bits(want[:got.numel()]))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_segments_out_of_range_are_skipped(device, path):
+    # a segment past the part's end copies what the part holds; starts
+    # before 0 or past out skip what falls outside; the positions past
+    # ptr[K] are not read
+    part = torch.arange(100, 110, device=device)
+    out = run_segments(path, device, part, [2, 5, 12, 12], [-1, 6, 3], 9)
+    assert out.cpu().tolist() == [103, 104] + [SENTINEL] * 4 + [105, 106, 107]
+    run_segments(path, device, part, [0, 0], [0], 3)
+    run_segments(path, device, part[:0], [0, 0, 0], [0, 1], 3)
+
+
+def test_segments_bad_arguments(device):
+    i64 = torch.arange(4, device=device)
+    ptr, starts = torch.tensor([0, 2, 4], device=device), torch.tensor([2, 0], device=device)
+    with pytest.raises(ValueError, match=r"ptr must hold one entry more than starts\[0\]"):
+        pack_segments([i64], ptr, [starts[:1].clone()], i64.clone())
+    with pytest.raises(ValueError, match="parts and starts must have one entry per part, got 2 parts and 1"):
+        pack_segments([i64, i64], ptr, [starts], i64.clone())
+    with pytest.raises(TypeError, match="parts and starts must be lists"):
+        pack_segments(i64, ptr, starts, i64.clone())
+    with pytest.raises(TypeError, match=r"parts\[1\] must be of out's dtype torch.int64, got torch.int32"):
+        pack_segments([i64, i64.int()], ptr, [starts, starts], i64.clone())
+    with pytest.raises(TypeError, match="ptr must be a 1-D int64 tensor, got torch.int32"):
+        pack_segments([i64], ptr.int(), [starts], i64.clone())
+    with pytest.raises(TypeError, match=r"starts\[0\] must be a 1-D int64 tensor, got list"):
+        pack_segments([i64], ptr, [[2, 0]], i64.clone())
+    with pytest.raises(ValueError, match=r"parts\[0\] must be 1-D and contiguous"):
+        pack_segments([i64.view(2, 2)], ptr, [starts], i64.clone())
+    with pytest.raises(ValueError, match="out must be 1-D and contiguous"):
+        pack_segments([i64], ptr, [starts], torch.zeros(8, dtype=torch.int64, device=device)[::2])
+    with pytest.raises(TypeError, match="out must be a tensor, got list"):
+        pack_segments([i64], ptr, [starts], [0] * 4)
+    with pytest.raises(ValueError, match="ptr lives on meta"):
+        pack_segments([i64], ptr.to("meta"), [starts], i64.clone())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_segments_in_a_cuda_graph():
+    # offsets read on the device: captured once, each replay moves the
+    # segments the device's ptr and starts say then
+    part = torch.arange(100, 130, device="cuda")
+    ptr = torch.tensor([0, 0, 0], device="cuda")
+    starts = torch.tensor([0, 0], device="cuda")
+    out = torch.full((40,), SENTINEL, dtype=torch.int64, device="cuda")
+    pack_segments([part], ptr, [starts], out)  # compiled before the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        pack_segments([part], ptr, [starts], out)
+    for p, s in (([0, 10, 30], [20, 0]), ([3, 3, 9], [5, 30]), ([1, 20, 21], [0, 39])):
+        out.fill_(SENTINEL)
+        ptr.copy_(torch.tensor(p))
+        starts.copy_(torch.tensor(s))
+        graph.replay()
+        assert torch.equal(out.cpu(), expected_segments(part.cpu(), p, s, 40, torch.int64))

@@ -11,7 +11,8 @@ holds the pure-torch versions (test oracles and the CPU path).
 - ``id_map``: fused global-to-local id mapping, keyed by sub-batch.
 - ``gather``: feature row gather from GPU memory or pinned host memory.
 - ``pack``: valid prefixes of bounded buffers packed end to end, sizes
-  kept on the device (a mini-batch captured in one CUDA graph).
+  kept on the device (a mini-batch captured in one CUDA graph), and a
+  super-batch's segments each to its own batch's place.
 - ``aggregate``: sum/mean neighbour aggregation, forward and backward.
 - ``attention``: GAT's attention-weighted aggregation, forward and backward.
 - ``reduce``: column sums of a tall matrix (a layer's bias gradient).
@@ -22,9 +23,10 @@ from .classify import classify_frontier, prefix_sum
 from .gather import gather_rows
 from .id_map import IdMap
 from .outputs import ClassifiedFrontier, HopSample, MappedHop
-from .pack import pack_prefixes
+from .pack import pack_prefixes, pack_segments
 from .reduce import column_sum
 from .sample import draw_seeds, sample_neighbors
 
 __all__ = ["sample_neighbors", "draw_seeds", "IdMap", "gather_rows", "HopSample", "MappedHop", "aggregate", "attend",
-           "segment_sum", "column_sum", "classify_frontier", "prefix_sum", "ClassifiedFrontier", "pack_prefixes"]
+           "segment_sum", "column_sum", "classify_frontier", "prefix_sum", "ClassifiedFrontier", "pack_prefixes",
+           "pack_segments"]

@@ -12,6 +12,12 @@ packed length as a device scalar too.
 One launch per part, its grid covering the part's bound; a program past the
 part's count stores nothing. Packing never writes past ``out``: the caller
 compares the returned end with ``out.numel()`` to tell an overflow.
+
+``pack_segments`` is the super-batch's counterpart: one hop's buffer holds K
+sub-batches' parts back to back (``ptr``), and each goes to its own sub-batch's
+place in ``out`` (``starts``), offsets again read on the device. A super-batch
+of K batches comes out as one ``node`` and one ``edge_index`` buffer per pass,
+each batch a slice of it: K slices on the host instead of K concatenations.
 """
 from __future__ import annotations
 
@@ -46,6 +52,40 @@ def _pack_kernel(
     pos = tl.load(offsets + k) + i
     m = (i < valid) & (pos >= 0) & (pos < capacity)  # never outside out
     tl.store(out + pos, tl.load(part + i, mask=m), mask=m)
+
+
+@triton.jit(do_not_specialize=["numel", "capacity", "num_segments"])
+def _segments_kernel(
+    part,          # [numel] K segments back to back, from ptr[0] to ptr[K]
+    starts,        # [K] int64 where segment k goes in out
+    part_b,        # (TWO) a second part of the same segments, e.g. a hop's columns beside its rows
+    starts_b,      # (TWO) its places in out
+    ptr,           # [K + 1] int64, non-decreasing: segment k is part[ptr[k]:ptr[k + 1]]
+    out,           # [capacity]
+    numel,
+    capacity,
+    num_segments,  # K >= 1
+    TWO: tl.constexpr,
+    SEARCH_STEPS: tl.constexpr,  # 2^SEARCH_STEPS >= K
+    BLOCK: tl.constexpr,
+):
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = (i >= tl.load(ptr)) & (i < tl.load(ptr + num_segments)) & (i < numel)
+    # each element's segment: the last k < K with ptr[k] <= i (a branch-free
+    # binary search over ptr, which stays in L1)
+    k = tl.zeros([BLOCK], dtype=tl.int64)
+    for s in tl.static_range(SEARCH_STEPS):
+        up = k + (1 << (SEARCH_STEPS - 1 - s))
+        fits = m & (up < num_segments)
+        k = tl.where(fits & (tl.load(ptr + up, mask=fits, other=0) <= i), up, k)
+    at = i - tl.load(ptr + k, mask=m, other=0)  # the element's place in its segment
+    pos = tl.load(starts + k, mask=m, other=0) + at
+    m_a = m & (pos >= 0) & (pos < capacity)  # never outside out
+    tl.store(out + pos, tl.load(part + i, mask=m_a), mask=m_a)
+    if TWO:
+        pos = tl.load(starts_b + k, mask=m, other=0) + at
+        m_b = m & (pos >= 0) & (pos < capacity)
+        tl.store(out + pos, tl.load(part_b + i, mask=m_b), mask=m_b)
 
 
 def _check_scalar(t, device: torch.device, name: str) -> None:
@@ -131,3 +171,91 @@ def pack_prefixes(parts: list[torch.Tensor], counts: list[torch.Tensor], out: to
         _pack_kernel[(triton.cdiv(part.numel(), block),)](
             part.view(bits), count, offsets, flat, k, part.numel(), out.numel(), BLOCK=block)
     return offsets[len(parts):]
+
+
+def _check_flat(t, name: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+    if t.dim() != 1 or (t.stride(0) != 1 and t.numel() > 1):
+        raise ValueError(f"{name} must be 1-D and contiguous, got shape {tuple(t.shape)} strides {t.stride()}")
+
+
+def _check_offsets(t, name: str) -> None:
+    if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.dim() != 1:
+        raise TypeError(f"{name} must be a 1-D int64 tensor, got {getattr(t, 'dtype', type(t).__name__)} "
+                        f"of shape {tuple(getattr(t, 'shape', ()))}")
+
+
+@on_device_of("out")
+def pack_segments(parts: list[torch.Tensor], ptr: torch.Tensor, starts: list[torch.Tensor],
+                  out: torch.Tensor) -> None:
+    """Copy each segment of each part to its own place in ``out``:
+    ``parts[j][ptr[k]:ptr[k + 1]]`` to ``out[starts[j][k]:]`` for every
+    ``k < K``, with ``ptr`` and ``starts`` read on the device (no host sync:
+    the call can be captured in a CUDA graph). Parts split by the same
+    ``ptr`` (a hop's rows and columns) go two to a launch.
+
+    Args:
+        parts: 1-D contiguous tensors of ``out``'s dtype and device, each a
+            buffer of ``bound`` slots whose valid prefix holds K segments
+            back to back (a super-batch's hop: its sub-batches in order).
+        ptr: ``[K + 1]`` int64 on ``out``'s device, non-decreasing, from
+            ``ptr[0] >= 0`` (what lies before it and from ``ptr[K]`` on is
+            not copied, nor anything past a part's end). Where it is not
+            non-decreasing, what is written is unspecified, but never
+            outside ``out``.
+        starts: one ``[K]`` int64 tensor per part, on ``out``'s device.
+        out: 1-D contiguous destination; positions outside it are skipped.
+
+    Example:
+        >>> pack_segments([hop.local, edges.dst], edges.edge_ptr, [row_starts, col_starts], edge_buffer)
+    """
+    _check_flat(out, "out")
+    if not isinstance(parts, (list, tuple)) or not isinstance(starts, (list, tuple)):
+        raise TypeError(f"parts and starts must be lists of tensors, got {type(parts).__name__} "
+                        f"and {type(starts).__name__}")
+    if len(parts) != len(starts):
+        raise ValueError(f"parts and starts must have one entry per part, got {len(parts)} parts "
+                         f"and {len(starts)} starts")
+    _check_offsets(ptr, "ptr")
+    device = out.device
+    for j, (part, start) in enumerate(zip(parts, starts)):
+        _check_flat(part, f"parts[{j}]")
+        if part.dtype != out.dtype:
+            raise TypeError(f"parts[{j}] must be of out's dtype {out.dtype}, got {part.dtype}")
+        _check_offsets(start, f"starts[{j}]")
+        if ptr.numel() != start.numel() + 1:
+            raise ValueError(f"ptr must hold one entry more than starts[{j}] (K + 1 and K), got "
+                             f"{ptr.numel()} and {start.numel()}")
+        for name, t in ((f"parts[{j}]", part), ("ptr", ptr), (f"starts[{j}]", start)):
+            if t.device != device:
+                raise ValueError(f"{name} lives on {t.device}, out on {device}: pass it on {device}")
+    if out.element_size() not in BITS_OF_SIZE:
+        raise TypeError(f"out's dtype {out.dtype} is not supported (elements of 1, 2, 4 or 8 bytes)")
+    if not use_triton(device):
+        for part, start in zip(parts, starts):
+            reference.pack_segments(part, ptr, start, out)
+        return
+    launch_segments(parts, ptr.contiguous(), [start.contiguous() for start in starts], out)
+
+
+def launch_segments(parts, ptr, starts, out) -> None:
+    """``pack_segments`` without its checks, on the current device (the
+    sampler's launches, whose arguments it made: ``sampler._pack_plan``):
+    ``ptr`` and ``starts`` contiguous. Parts of one bound go two to a launch."""
+    num_segments = ptr.numel() - 1
+    if num_segments < 1:
+        return
+    bits = BITS_OF_SIZE[out.element_size()]
+    flat = out.view(bits)
+    steps = max(1, (num_segments - 1).bit_length())
+    j = 0
+    while j < len(parts):
+        part, start = parts[j], starts[j]
+        two = j + 1 < len(parts) and parts[j + 1].numel() == part.numel()
+        part_b, start_b = (parts[j + 1], starts[j + 1]) if two else (part, start)
+        j += 2 if two else 1
+        if part.numel():
+            _segments_kernel[(triton.cdiv(part.numel(), BLOCK),)](
+                part.view(bits), start, part_b.view(bits), start_b, ptr, flat,
+                part.numel(), out.numel(), num_segments, TWO=two, SEARCH_STEPS=steps, BLOCK=BLOCK)

@@ -56,7 +56,7 @@ from ..kernels._launch import new_stream, use_triton
 from ..kernels.aggregate import mark_sorted_by_dst
 from ..kernels.sample import METHODS as SAMPLE_METHODS
 from . import pipeline
-from .sampler import NeighborSampler, check_num_neighbors, edge_index_of
+from .sampler import NeighborSampler, check_num_neighbors, edge_index_of, joined
 from .shard import SeedShards, resolve_ranks
 from .timing import StageTimes
 
@@ -988,7 +988,8 @@ class NeighborLoader:
         gather_start = times.mark()
         outs = [out for _, out, *_ in items]
         # internal ids: the user's, or hot-first with a cache
-        node = outs[0].node if len(outs) == 1 else torch.cat([out.node for out in outs])
+        # (a super-batch's nodes lie end to end: their view, not a copy)
+        node = outs[0].node if len(outs) == 1 else joined([out.node for out in outs])
         cache = self.cache
         dynamic = cache.dynamic if cache is not None else None
         reuse = self.reuse

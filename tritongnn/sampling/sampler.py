@@ -40,8 +40,13 @@ node in two sub-batches is two nodes) for all K, as for a single batch. The per-
 by its position within its sub-batch, so every sub-batch comes out bit for
 bit as ``sample`` gives it alone. Each hop's outputs are grouped by
 sub-batch (``edge_ptr`` from the classifier, ``num_new_per_batch`` from the
-id map); the host reads all those boundaries in one sync per super-batch
-and slices the K ``SamplerOutput``s out. What is saved is per-launch cost:
+id map). Where each sub-batch's nodes and edges go in one ``node`` and one
+edge buffer of the pass is worked out on the device with the hops
+(``_pack_plan``, captured with them); the host reads the boundaries in one
+sync per super-batch, allocates the two buffers, launches one
+``kernels.pack_segments`` per hop and part for all K, and the K
+``SamplerOutput``s are slices of the buffers (each batch's ``edge_index`` a
+``[2, E]`` view): a handful of launches a pass, not a dozen copies a batch. What is saved is per-launch cost:
 K batches take the launches and host decisions of one, with K times the
 work per launch. What it costs is memory: buffers and the id map are sized
 for K batches at once. Super-batches are captured into CUDA graphs too, one
@@ -63,6 +68,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from typing import NamedTuple
 
 import torch
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
@@ -72,6 +78,7 @@ from ..graph import CSCGraph
 from ..host_memory import capturing, pinned_empty
 from ..kernels import IdMap, draw_seeds, pack_prefixes, sample_neighbors
 from ..kernels.id_map import DirectTable, direct_fits
+from ..kernels.pack import launch_segments
 from ..kernels.sample import BATCH_METHODS, MAX_FANOUT, check_method
 from ..kernels._launch import host_list, new_stream, on_device, on_device_of, use_triton
 
@@ -120,15 +127,78 @@ def _bounds(hops, num_batches: int) -> torch.Tensor:
     return torch.cat([t for e, m in hops for t in (e.edge_ptr, m.num_new_per_batch[:num_batches])])
 
 
+class _PackPlan(NamedTuple):
+    """Where each sub-batch's parts go in a super-batch's packed outputs
+    (``_pack_plan``), ``int64`` on the device. Sub-batch ``k``'s nodes (its
+    seeds, then each hop's new nodes) fill ``node[node_start[k]:]``; its
+    edges ``edges[2 * edge_start[k]:]``, all its rows, then all its columns
+    (its ``edge_index``, ``[2, E_k]``, a view), and its edge ids
+    ``eid[edge_start[k]:]``. ``hops[h]`` is ``(new_ptr, new_start,
+    row_start, col_start, eid_start)``: ``new_ptr`` (``K + 1``) splits hop
+    ``h``'s new nodes by sub-batch, the others (``K``) say where each
+    sub-batch's part goes (views made once: a replay's launches index
+    nothing)."""
+    node_start: torch.Tensor
+    edge_start: torch.Tensor
+    hops: list[tuple[torch.Tensor, ...]]
+
+
+def _pack_plan(hops, batch_ptr: torch.Tensor) -> _PackPlan:
+    """The offsets of a super-batch's packed outputs, from every hop's
+    ``edge_ptr`` and new nodes per sub-batch: small torch ops on the device,
+    no sync (captured with the hops, where they replay)."""
+    num_batches = batch_ptr.numel() - 1
+    device = batch_ptr.device
+    if hops:
+        edges = torch.stack([e.edge_ptr for e, _ in hops]).diff(dim=1)                # [L, K] edges
+        new = torch.stack([m.num_new_per_batch[:num_batches] for _, m in hops])       # [L, K] new nodes
+    else:
+        edges = new = torch.zeros((0, num_batches), dtype=torch.int64, device=device)
+    seeds = batch_ptr.diff()
+    num_edges, num_nodes = edges.sum(0), seeds + new.sum(0)
+    edge_start = num_edges.cumsum(0) - num_edges
+    node_start = num_nodes.cumsum(0) - num_nodes
+    edge_before = edges.cumsum(0) - edges  # [L, K]: the sub-batch's edges in earlier hops
+    row_start = 2 * edge_start + edge_before
+    new_counts = new.cumsum(1)
+    new_ptr = torch.cat([new_counts.new_zeros((new.shape[0], 1)), new_counts], 1)
+    new_start = node_start + seeds + new.cumsum(0) - new
+    per_hop = [t.unbind(0) for t in (new_ptr, new_start, row_start, row_start + num_edges,
+                                     edge_start + edge_before)]
+    return _PackPlan(node_start=node_start, edge_start=edge_start, hops=list(zip(*per_hop)))
+
+
+def _sub_batch_of(batch_ptr: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """The sub-batch of each seed position (``batch_ptr``: ``K + 1``), on the
+    device with no sync (empty sub-batches too)."""
+    return torch.bucketize(positions, batch_ptr[1:], right=True)
+
+
+def _end_to_end(first: torch.Tensor, second: torch.Tensor) -> bool:
+    """Whether ``second`` starts in memory where ``first`` ends: two flat,
+    contiguous views of one storage, of one dtype."""
+    return (first.dim() == second.dim() == 1 and first.dtype == second.dtype and first.device == second.device
+            and (first.stride(0) == 1 or first.numel() <= 1) and (second.stride(0) == 1 or second.numel() <= 1)
+            and first.untyped_storage().data_ptr() == second.untyped_storage().data_ptr()
+            and second.storage_offset() == first.storage_offset() + first.numel())
+
+
+def joined(parts: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.cat(parts)`` of flat tensors, without the copy where each
+    starts in memory where the one before ends (``sample_many``'s K
+    ``node`` tensors): the view that spans them."""
+    if len(parts) > 1 and all(_end_to_end(a, b) for a, b in zip(parts, parts[1:])):
+        return parts[0].as_strided((sum(p.numel() for p in parts),), (1,))
+    return torch.cat(parts)
+
+
 def edge_index_of(row: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
-    """``torch.stack([row, col])``, without the copy where ``row`` and
-    ``col`` are the rows of one ``[2, E]`` tensor (as ``NeighborSampler``
-    returns them)."""
-    base = row._base
-    if (base is not None and col._base is base and base.dim() == 2 and base.size(0) == 2
-            and base.is_contiguous() and row.data_ptr() == base.data_ptr()
-            and col.data_ptr() == base[1].data_ptr() and row.numel() == col.numel() == base.size(1)):
-        return base
+    """``torch.stack([row, col])``, without the copy where ``col`` follows
+    ``row`` in memory (as ``NeighborSampler`` returns them: the two rows of
+    one ``[2, E]`` tensor, or, from ``sample_many``, a batch's rows and
+    columns end to end in the pass's edge buffer): that ``[2, E]`` view."""
+    if row.numel() == col.numel() and _end_to_end(row, col):
+        return row.as_strided((2, row.numel()), (row.numel(), 1))
     return torch.stack([row, col])
 
 
@@ -192,8 +262,9 @@ def capture(fn):
 class _CapturedHops:
     """A CUDA graph of the hops of one shape, K sub-batches of ``batch_size``
     seeds in all, with the buffers it reads: ``seeds``, ``rng`` (per-hop,
-    per-sub-batch Philox seeds) and, for K > 1, ``seeds_batch`` and
-    ``batch_ptr`` are written before each replay; ``hops`` are overwritten
+    per-sub-batch Philox seeds) and, for K > 1, ``batch_ptr`` (the seeds'
+    sub-batches are worked out from it in the graph) are written before
+    each replay; ``hops`` are overwritten
     by it. How the seeds split among the K sub-batches lives in those
     buffers, so one graph serves every split of the same total."""
 
@@ -211,11 +282,12 @@ class _CapturedHops:
         # wait for the batches replayed before. Written again only after the
         # host has waited for the replay that read it (its sizes).
         self.rng_host = pinned_empty(tuple(self.rng.shape), torch.int64, device)
-        self.seeds_batch = self.batch_ptr = None
+        self.batch_ptr = self.ptr_host = self._positions = None
         if num_batches > 1:  # a valid split for the warm-up run: every seed in sub-batch 0
-            self.seeds_batch = torch.zeros(batch_size, dtype=torch.int64, device=device)
             self.batch_ptr = torch.full((num_batches + 1,), batch_size, dtype=torch.int64, device=device)
             self.batch_ptr[0] = 0
+            self.ptr_host = pinned_empty((num_batches + 1,), torch.int64, device)  # staged as rng_host is
+            self._positions = torch.arange(batch_size, device=device)
         # its own hash table, sized so that no hop needs to grow it (a sync),
         # or the sampler's direct table
         self.id_map = sampler._new_id_map(sampler._keys_bound(batch_size, num_batches), num_batches)
@@ -227,24 +299,33 @@ class _CapturedHops:
             self._run()
 
     def _run(self):
-        """The captured work: every hop, and what the host reads after a
-        replay (``sizes``: ``_sizes``, or ``_bounds`` for K > 1)."""
-        self.hops = self._sampler()._hops(self.seeds, self.rng, None, self.id_map, self.seeds_batch, self.batch_ptr)
+        """The captured work: every hop, what the host reads after a replay
+        (``sizes``: ``_sizes``, or ``_bounds`` for K > 1) and, for K > 1,
+        where ``sample_many`` packs each sub-batch (``plan``)."""
+        # the seeds' sub-batches from batch_ptr, in the graph: one input fewer to write
+        seeds_batch = None if self.batch_ptr is None else _sub_batch_of(self.batch_ptr, self._positions)
+        self.hops = self._sampler()._hops(self.seeds, self.rng, None, self.id_map, seeds_batch, self.batch_ptr)
         self.sizes = None if not self.hops else \
             _sizes(self.hops) if self.num_batches == 1 else _bounds(self.hops, self.num_batches)
+        self.plan = _pack_plan(self.hops, self.batch_ptr) if self.num_batches > 1 else None
 
-    def replay(self, seeds: torch.Tensor, rng: torch.Tensor, seeds_batch: torch.Tensor | None = None,
-               batch_ptr: torch.Tensor | None = None):
-        """Run the graph on these inputs (``rng`` on the CPU: copied
-        straight into its buffer); returns ``(hops, sizes)``, the hops'
-        buffers and the sizes (``_sizes``, or ``_bounds`` for K > 1) in one
-        tensor."""
-        self.seeds.copy_(seeds)
+    def replay(self, seeds, rng: torch.Tensor, batch_ptr: torch.Tensor | None = None):
+        """Run the graph on these inputs: ``seeds`` (a tensor, or for K > 1
+        the K sub-batches' tensors, written end to end into its buffer),
+        ``rng`` and, for K > 1, ``batch_ptr`` (``K + 1``), both on the CPU
+        (staged in pinned memory: no copy here waits for the stream); returns
+        ``(hops, sizes)``, the hops' buffers and the sizes (``_sizes``, or
+        ``_bounds`` for K > 1) in one tensor (``plan``: a super-batch's
+        packing offsets)."""
+        if isinstance(seeds, torch.Tensor):
+            self.seeds.copy_(seeds)
+        else:
+            torch.cat(list(seeds), out=self.seeds)
         self.rng_host.copy_(rng)
         self.rng.copy_(self.rng_host, non_blocking=True)
-        if self.seeds_batch is not None:
-            self.seeds_batch.copy_(seeds_batch)
-            self.batch_ptr.copy_(batch_ptr)
+        if self.batch_ptr is not None:
+            self.ptr_host.copy_(batch_ptr)
+            self.batch_ptr.copy_(self.ptr_host, non_blocking=True)
         if self.graph is None:
             self._run()  # (the map's ``start`` counts the batch)
         else:
@@ -541,9 +622,9 @@ class NeighborSampler:
         if not use_triton(self.device):
             return None
         num_hops = len(self.num_neighbors)
-        if num_batches == 1:
-            return draw_seeds(num_hops, generator)[:, None]
-        return torch.stack([draw_seeds(num_hops, generator) for _ in range(num_batches)], 1)
+        # one draw of K x L: the generator gives its numbers in order, batch
+        # after batch, as K draws of L would
+        return draw_seeds(num_hops * num_batches, generator).view(num_batches, num_hops).T.contiguous()
 
     def _rng_on_device(self, rng: torch.Tensor | None) -> torch.Tensor | None:
         return None if rng is None else rng.to(self.device, non_blocking=True)
@@ -641,43 +722,51 @@ class NeighborSampler:
                     for out in self.sample_many(list(seeds_list[first:first + step]), generator, validate=False)]
 
         rng = self._draw_rng(generator, num_batches)
-        seeds = torch.cat(list(seeds_list))
-        counts = torch.tensor(sizes, dtype=torch.int64)
-        batch_ptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)]).to(self.device)
-        seeds_batch = torch.repeat_interleave(torch.arange(num_batches, device=self.device),
-                                              counts.to(self.device), output_size=total)
+        ptr = torch.tensor([0] + sizes, dtype=torch.int64).cumsum(0)
         captured = self._replayable(total, num_batches) if self.cuda_graph else None
         if captured is not None:
-            hops, bounds = captured.replay(seeds, rng, seeds_batch, batch_ptr)
+            hops, bounds = captured.replay(seeds_list, rng, ptr)
+            plan, seeds, batch_ptr = captured.plan, captured.seeds, captured.batch_ptr
         else:
+            seeds = torch.cat(list(seeds_list))
+            batch_ptr = ptr.to(self.device)
+            seeds_batch = _sub_batch_of(batch_ptr, torch.arange(total, device=self.device))
             id_map = self._map_for(sum(self._node_bound(b) for b in sizes), num_batches)
             hops = self._hops(seeds, self._rng_on_device(rng), generator, id_map, seeds_batch, batch_ptr)
             bounds = _bounds(hops, num_batches) if hops else None
+            plan = _pack_plan(hops, batch_ptr)
 
-        # The one sync of the super-batch: where every sub-batch's edges and
-        # new nodes sit in every hop's buffers.
+        # The one sync of the super-batch: how many edges and new nodes each
+        # sub-batch has in every hop.
         k1 = num_batches + 1
         bounds = host_list(bounds) if hops else []
-        edge_ptr = [bounds[h * (2 * k1 - 1):h * (2 * k1 - 1) + k1] for h in range(len(hops))]
-        node_ptr = []
-        for h in range(len(hops)):
-            new = bounds[h * (2 * k1 - 1) + k1:(h + 1) * (2 * k1 - 1)]
-            node_ptr.append([sum(new[:k]) for k in range(k1)])
+        num_edges = [[at[k + 1] - at[k] for k in range(num_batches)]
+                     for at in (bounds[h * (2 * k1 - 1):h * (2 * k1 - 1) + k1] for h in range(len(hops)))]
+        num_new = [bounds[h * (2 * k1 - 1) + k1:(h + 1) * (2 * k1 - 1)] for h in range(len(hops))]
+        edges_of = [sum(hop[k] for hop in num_edges) for k in range(num_batches)]
+        nodes_of = [sizes[k] + sum(hop[k] for hop in num_new) for k in range(num_batches)]
 
+        # Every sub-batch packed into its place in one node and one edge
+        # buffer (``_pack_plan``), a launch per hop and part for all K: the
+        # K outputs are slices of them. The launches run on the GPU while
+        # the host slices (and the caller goes on to the next pass).
+        node = torch.empty(sum(nodes_of), dtype=torch.int64, device=self.device)
+        edges = torch.empty(2 * sum(edges_of), dtype=torch.int64, device=self.device)
+        eid = torch.empty(sum(edges_of), dtype=torch.int64, device=self.device) if self.return_eid else None
+        launch_segments([seeds], batch_ptr, [plan.node_start], node)
+        for (e, m), (new_ptr, new_start, row_start, col_start, eid_start) in zip(hops, plan.hops):
+            launch_segments([m.new_nodes], new_ptr, [new_start], node)
+            launch_segments([m.local, e.dst], e.edge_ptr, [row_start, col_start], edges)
+            if eid is not None:
+                launch_segments([e.eid], e.edge_ptr, [eid_start], eid)
+        eid_of = [None] * num_batches if eid is None else self._edge_ids(eid).split(edges_of)
         outputs = []
-        for k, batch_seeds in enumerate(seeds_list):
-            node = torch.cat([batch_seeds] + [m.new_nodes[p[k]:p[k + 1]] for (_, m), p in zip(hops, node_ptr)])
-            parts = [slice(p[k], p[k + 1]) for p in edge_ptr]
-            row, col = _edge_rows([m.local[s] for (_, m), s in zip(hops, parts)],
-                                  [e.dst[s] for (e, _), s in zip(hops, parts)], self.device)
-            edge = None
-            if self.return_eid:
-                edge = torch.cat([e.eid[s] for (e, _), s in zip(hops, parts)]) if hops else torch.empty_like(row)
-                edge = self._edge_ids(edge)
+        for k, (n_id, pair) in enumerate(zip(node.split(nodes_of), edges.split([2 * e for e in edges_of]))):
+            row, col = pair.view(2, edges_of[k]).unbind(0)
             outputs.append(SamplerOutput(
-                node=node, row=row, col=col, edge=edge,
-                num_sampled_nodes=[sizes[k]] + [p[k + 1] - p[k] for p in node_ptr],
-                num_sampled_edges=[p[k + 1] - p[k] for p in edge_ptr]))
+                node=n_id, row=row, col=col, edge=eid_of[k],
+                num_sampled_nodes=[sizes[k]] + [hop[k] for hop in num_new],
+                num_sampled_edges=[hop[k] for hop in num_edges]))
         return outputs
 
 
