@@ -88,6 +88,16 @@ def _segments_kernel(
         tl.store(out + pos, tl.load(part_b + i, mask=m_b), mask=m_b)
 
 
+def _check_per_part(parts, per_part, name: str) -> None:
+    """``parts`` and ``per_part`` (named ``name``) are lists of one length."""
+    if not isinstance(parts, (list, tuple)) or not isinstance(per_part, (list, tuple)):
+        raise TypeError(f"parts and {name} must be lists of tensors, got {type(parts).__name__} "
+                        f"and {type(per_part).__name__}")
+    if len(parts) != len(per_part):
+        raise ValueError(f"parts and {name} must have one entry per part, got {len(parts)} parts "
+                         f"and {len(per_part)} {name}")
+
+
 def _check_scalar(t, device: torch.device, name: str) -> None:
     """``t`` is a one-element int64 tensor on ``device`` (attribute checks
     only: this runs inside graph captures, once per part)."""
@@ -134,12 +144,7 @@ def pack_prefixes(parts: list[torch.Tensor], counts: list[torch.Tensor], out: to
         raise ValueError(f"out must be a 1-D tensor, got shape {tuple(getattr(out, 'shape', ()))}")
     if out.stride(0) != 1 and out.numel() > 1:
         raise ValueError(f"out must be contiguous (the kernel writes it with stride 1), got stride {out.stride()}")
-    if not isinstance(parts, (list, tuple)) or not isinstance(counts, (list, tuple)):
-        raise TypeError(f"parts and counts must be lists of tensors, got {type(parts).__name__} "
-                        f"and {type(counts).__name__}")
-    if len(parts) != len(counts):
-        raise ValueError(f"parts and counts must have one entry per part, got {len(parts)} parts "
-                         f"and {len(counts)} counts")
+    _check_per_part(parts, counts, "counts")
     device = out.device
     if start is not None:
         _check_scalar(start, device, "start")
@@ -211,12 +216,7 @@ def pack_segments(parts: list[torch.Tensor], ptr: torch.Tensor, starts: list[tor
         >>> pack_segments([hop.local, edges.dst], edges.edge_ptr, [row_starts, col_starts], edge_buffer)
     """
     _check_flat(out, "out")
-    if not isinstance(parts, (list, tuple)) or not isinstance(starts, (list, tuple)):
-        raise TypeError(f"parts and starts must be lists of tensors, got {type(parts).__name__} "
-                        f"and {type(starts).__name__}")
-    if len(parts) != len(starts):
-        raise ValueError(f"parts and starts must have one entry per part, got {len(parts)} parts "
-                         f"and {len(starts)} starts")
+    _check_per_part(parts, starts, "starts")
     _check_offsets(ptr, "ptr")
     device = out.device
     for j, (part, start) in enumerate(zip(parts, starts)):
