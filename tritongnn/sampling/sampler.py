@@ -622,6 +622,8 @@ class NeighborSampler:
         if not use_triton(self.device):
             return None
         num_hops = len(self.num_neighbors)
+        if num_batches == 1:
+            return draw_seeds(num_hops, generator)[:, None]
         # one draw of K x L: the generator gives its numbers in order, batch
         # after batch, as K draws of L would
         return draw_seeds(num_hops * num_batches, generator).view(num_batches, num_hops).T.contiguous()
