@@ -54,6 +54,25 @@ def _pack_kernel(
     tl.store(out + pos, tl.load(part + i, mask=m), mask=m)
 
 
+@triton.jit
+def _segment_of(ptr, x, num_segments, SEARCH_STEPS: tl.constexpr):
+    # the last k < K with ptr[k] <= x (0 where none), for a scalar or each
+    # element of a block: a branch-free binary search over ptr (in L1)
+    k = x * 0
+    for s in tl.static_range(SEARCH_STEPS):
+        up = k + (1 << (SEARCH_STEPS - 1 - s))
+        fits = up < num_segments
+        k = tl.where(fits & (tl.load(ptr + up, mask=fits, other=0) <= x), up, k)
+    return k
+
+
+@triton.jit
+def _place(part, out, i, pos, m, capacity):
+    # part[i] to out[pos], where inside out
+    m = m & (pos >= 0) & (pos < capacity)
+    tl.store(out + pos, tl.load(part + i, mask=m), mask=m)
+
+
 @triton.jit(do_not_specialize=["numel", "capacity", "num_segments"])
 def _segments_kernel(
     part,          # [numel] K segments back to back, from ptr[0] to ptr[K]
@@ -69,23 +88,38 @@ def _segments_kernel(
     SEARCH_STEPS: tl.constexpr,  # 2^SEARCH_STEPS >= K
     BLOCK: tl.constexpr,
 ):
-    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = (i >= tl.load(ptr)) & (i < tl.load(ptr + num_segments)) & (i < numel)
-    # each element's segment: the last k < K with ptr[k] <= i (a branch-free
-    # binary search over ptr, which stays in L1)
-    k = tl.zeros([BLOCK], dtype=tl.int64)
-    for s in tl.static_range(SEARCH_STEPS):
-        up = k + (1 << (SEARCH_STEPS - 1 - s))
-        fits = m & (up < num_segments)
-        k = tl.where(fits & (tl.load(ptr + up, mask=fits, other=0) <= i), up, k)
-    at = i - tl.load(ptr + k, mask=m, other=0)  # the element's place in its segment
-    pos = tl.load(starts + k, mask=m, other=0) + at
-    m_a = m & (pos >= 0) & (pos < capacity)  # never outside out
-    tl.store(out + pos, tl.load(part + i, mask=m_a), mask=m_a)
-    if TWO:
-        pos = tl.load(starts_b + k, mask=m, other=0) + at
-        m_b = m & (pos >= 0) & (pos < capacity)
-        tl.store(out + pos, tl.load(part_b + i, mask=m_b), mask=m_b)
+    first = tl.program_id(0).to(tl.int64) * BLOCK
+    lo = tl.load(ptr)
+    hi = tl.minimum(tl.load(ptr + num_segments), numel)
+    # the grid covers the part's bound: a block outside [ptr[0], ptr[K]) is done
+    if (first < hi) & (first + BLOCK > lo):
+        i = first + tl.arange(0, BLOCK)
+        m = (i >= lo) & (i < hi)
+        # segments are long: most blocks lie in one, found once for the block
+        k_first = _segment_of(ptr, tl.maximum(first, lo), num_segments, SEARCH_STEPS)
+        k_last = _segment_of(ptr, tl.minimum(first + BLOCK, hi) - 1, num_segments, SEARCH_STEPS)
+        if k_first == k_last:
+            shift = tl.load(starts + k_first) - tl.load(ptr + k_first)  # part[i] goes to out[i + shift]
+            if TWO:
+                shift_b = tl.load(starts_b + k_first) - tl.load(ptr + k_first)
+            else:
+                shift_b = shift
+            whole = (first >= lo) & (first + BLOCK <= hi) & (tl.minimum(shift, shift_b) >= -first) \
+                & (first + BLOCK + tl.maximum(shift, shift_b) <= capacity)
+            if whole:  # every element valid and inside out: no masks (vector loads)
+                tl.store(out + i + shift, tl.load(part + i))
+                if TWO:
+                    tl.store(out + i + shift_b, tl.load(part_b + i))
+            else:
+                _place(part, out, i, i + shift, m, capacity)
+                if TWO:
+                    _place(part_b, out, i, i + shift_b, m, capacity)
+        else:  # a block across segment boundaries: each element's own
+            k = _segment_of(ptr, i, num_segments, SEARCH_STEPS)
+            at = i - tl.load(ptr + k, mask=m, other=0)  # each element's place in its segment
+            _place(part, out, i, tl.load(starts + k, mask=m, other=0) + at, m, capacity)
+            if TWO:
+                _place(part_b, out, i, tl.load(starts_b + k, mask=m, other=0) + at, m, capacity)
 
 
 def _check_per_part(parts, per_part, name: str) -> None:
