@@ -50,15 +50,14 @@ sync per super-batch, allocates the two buffers, launches one
 K batches take the launches and host decisions of one, with K times the
 work per launch. What it costs is memory: buffers and the id map are sized
 for K batches at once. Super-batches are captured into CUDA graphs too, one
-per (K, total seeds). On the H200 a replayed batch of 8000 seeds is GPU-bound
-(its kernels take 0.92 of its 1.0-1.2 ms since 6b5523b), and a replayed
-super-batch spends about the same GPU time per batch (0.88 ms; the id map's
+per (K, total seeds). On the H200 a replayed batch of 8000 seeds on a
+5x10^7-node graph waits 0.63-0.69 ms on the GPU at any K (the id map's
 three passes are most of it, and their work is per candidate), so what
-replaying K at once saves is the host's share of the gaps: K = 8 sampled
-0.97-1.18x as fast as K = 1 on a 5x10^7-node graph (runs of two
-sessions; eager super-batches had run at 0.51-0.54x), and 1.20-1.94x on
-cnr2000 (1.33-1.68x at 21 repeats), whose batches overlap and leave the GPU
-idle more (bench/results/README.md, fifteenth and sixteenth sessions).
+replaying K at once saves is K = 1's host share (0.11-0.32 ms a batch, with
+the host's speed): K = 8 sampled 1.14-1.23x as fast as K = 1 there (1.38x
+in a run with a slow host), and 1.36-2.24x on cnr2000, whose batches
+overlap and leave the GPU idle more (bench/results/README.md,
+thirty-third session; before the packing, 0.97-1.18x and 1.20-1.94x).
 
 ``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``; ``PyGSampler``
 wraps it as a ``torch_geometric.sampler.BaseSampler`` so PyG's ``NodeLoader``
