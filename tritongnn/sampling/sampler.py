@@ -697,7 +697,11 @@ class NeighborSampler:
         Returns:
             K ``SamplerOutput``s, each in the contract of ``sample``. Past
             what a direct id map holds, the K go in consecutive passes of
-            fewer (``_super_batch_step``), with the same outputs.
+            fewer (``_super_batch_step``), with the same outputs. On the
+            GPU (and under Triton's interpreter) a pass's outputs are
+            disjoint views of one node and one edge buffer: writing into
+            one batch's tensors leaves the others as they are, and the
+            buffers are freed once every batch of the pass is.
 
         Example:
             >>> outs = sampler.sample_many(list(seeds.split(8000))[:8], torch.Generator().manual_seed(0))
