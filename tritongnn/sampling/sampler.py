@@ -44,11 +44,11 @@ id map). Where each sub-batch's nodes and edges go in one ``node`` and one
 edge buffer of the pass is worked out on the device with the hops
 (``_pack_plan``, captured with them); the host reads the boundaries in one
 sync per super-batch, allocates the two buffers, launches one
-``kernels.pack_segments`` per hop and part for all K, and the K
+``kernels.pack_segments`` per hop and buffer for all K, and the K
 ``SamplerOutput``s are slices of the buffers (each batch's ``edge_index`` a
-``[2, E]`` view): a handful of launches a pass, not a dozen copies a batch. What is saved is per-launch cost:
-K batches take the launches and host decisions of one, with K times the
-work per launch. What it costs is memory: buffers and the id map are sized
+``[2, E]`` view): a handful of launches a pass, not a dozen copies a batch.
+What is saved is per-launch cost: K batches take the launches and host
+decisions of one, with K times the work per launch. What it costs is memory: buffers and the id map are sized
 for K batches at once. Super-batches are captured into CUDA graphs too, one
 per (K, total seeds). On the H200 a replayed batch of 8000 seeds on a
 5x10^7-node graph waits 0.63-0.69 ms on the GPU at any K (the id map's
@@ -128,17 +128,15 @@ def _bounds(hops, num_batches: int) -> torch.Tensor:
 
 class _PackPlan(NamedTuple):
     """Where each sub-batch's parts go in a super-batch's packed outputs
-    (``_pack_plan``), ``int64`` on the device. Sub-batch ``k``'s nodes (its
-    seeds, then each hop's new nodes) fill ``node[node_start[k]:]``; its
-    edges ``edges[2 * edge_start[k]:]``, all its rows, then all its columns
-    (its ``edge_index``, ``[2, E_k]``, a view), and its edge ids
-    ``eid[edge_start[k]:]``. ``hops[h]`` is ``(new_ptr, new_start,
-    row_start, col_start, eid_start)``: ``new_ptr`` (``K + 1``) splits hop
-    ``h``'s new nodes by sub-batch, the others (``K``) say where each
-    sub-batch's part goes (views made once: a replay's launches index
-    nothing)."""
+    (``_pack_plan``), ``int64`` on the device. The K sub-batches follow one
+    another in each buffer: sub-batch ``k``'s nodes (its seeds, from
+    ``node_start[k]``, then each hop's new nodes), its edges (all its rows,
+    then all its columns: its ``edge_index``, ``[2, E_k]``, a view) and its
+    edge ids. ``hops[h]`` is ``(new_ptr, new_start, row_start, col_start,
+    eid_start)``: ``new_ptr`` (``K + 1``) splits hop ``h``'s new nodes by
+    sub-batch, the others (``K``) say where each sub-batch's part of the hop
+    goes (views made once: a replay's launches index nothing)."""
     node_start: torch.Tensor
-    edge_start: torch.Tensor
     hops: list[tuple[torch.Tensor, ...]]
 
 
@@ -164,7 +162,7 @@ def _pack_plan(hops, batch_ptr: torch.Tensor) -> _PackPlan:
     new_start = node_start + seeds + new.cumsum(0) - new
     per_hop = [t.unbind(0) for t in (new_ptr, new_start, row_start, row_start + num_edges,
                                      edge_start + edge_before)]
-    return _PackPlan(node_start=node_start, edge_start=edge_start, hops=list(zip(*per_hop)))
+    return _PackPlan(node_start=node_start, hops=list(zip(*per_hop)))
 
 
 def _sub_batch_of(batch_ptr: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -263,8 +261,7 @@ class _CapturedHops:
     seeds in all, with the buffers it reads: ``seeds``, ``rng`` (per-hop,
     per-sub-batch Philox seeds) and, for K > 1, ``batch_ptr`` (the seeds'
     sub-batches are worked out from it in the graph) are written before
-    each replay; ``hops`` are overwritten
-    by it. How the seeds split among the K sub-batches lives in those
+    each replay; ``hops`` are overwritten by it. How the seeds split among the K sub-batches lives in those
     buffers, so one graph serves every split of the same total."""
 
     def __init__(self, sampler: "NeighborSampler", batch_size: int, num_batches: int = 1):
