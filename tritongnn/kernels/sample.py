@@ -39,8 +39,9 @@ the adjacency is in GPU memory.
 
 Random numbers are Philox (``tl.randint4x``, four words an evaluation)
 keyed by a per-launch seed drawn from the caller's ``torch.Generator`` and
-by (node position, draw): results are reproducible for a given generator state, independent of the launch shape and
-of the order in which programs take the nodes. The seed is read from device
+by (node position, draw): results are reproducible for a given generator
+state, independent of the launch shape and of the order in which programs
+take the nodes. The seed is read from device
 memory, so a CUDA graph of the launches replays with new seeds.
 
 Super-batches. The K sub-batches of a super-batch are sampled in the same

@@ -28,8 +28,9 @@ fit the tile), which is their contiguous row copy.
 Bit-identical by construction. The draws come from ``sample._draw_positions``
 (draw ``j`` of frontier position ``i``: word ``j % 4`` of Philox at
 counter ``i * ceil(fanout / 4) + j // 4``, then Robert Floyd's algorithm),
-which the foundation kernel calls too, and a staged pick reads ``tile[n, pick] = indices[start_n + pick]``, the value the
-foundation kernel loads from memory. So for the same seed the two return the
+which the foundation kernel calls too, and a staged pick reads
+``tile[n, pick] = indices[start_n + pick]``, the value the foundation
+kernel loads from memory. So for the same seed the two return the
 same edges in the same slots: ``tests/test_sample_grouped.py`` checks that
 bit for bit, and the distribution tests of the foundation carry over (and
 are repeated on this kernel).
