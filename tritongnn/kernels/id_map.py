@@ -79,7 +79,7 @@ import triton.language as tl
 
 from . import reference
 from .outputs import MappedHop
-from ._launch import next_power_of_2, on_device, on_device_of, use_triton
+from ._launch import interpreted_block, next_power_of_2, on_device, on_device_of, use_triton
 
 _NO_MATCH = -3        # a compare value no key equals: lanes that are done CAS with it (a no-op)
 _ROW = 4              # words per slot: key, stamp, local id, unused (a row within one 32 B sector)
@@ -116,6 +116,22 @@ TAG_MAX = (1 << 26) - 1      # batches between two clears of the table (a module
 # order in Python).
 PRIOR_WORDS = True
 _TAG_SHIFT, _LOCAL_BIT, _LOW_MAX = tl.constexpr(TAG_SHIFT), tl.constexpr(LOCAL_BIT), tl.constexpr(LOW_MAX)
+# Candidates a program and its warps, per pass. Measured on the H200
+# (thirty-fourth session; the id map alone replaying 20 real batches' hops,
+# Chung-Lu 5x10^7 nodes, batch 8000, [15, 10, 5], 4.5M candidates a batch):
+# the assign at 256 / 4 took 0.131 ms a batch against 0.161 at 1024 / 4
+# (128 / 2: 0.127, 512 / 4: 0.136, 256 / 1: 0.156), the flag at 512 / 4
+# 0.021 against 0.028; the insert did not move with its shape (256 to 4096
+# candidates, 2 to 16 warps: 0.279-0.312 ms, 1024 / 4 among the fastest).
+# Under the interpreter, larger programs (its cost is per operation).
+# Tried there and dropped: a direct insert that reads the word first and
+# skips the atomic where the word already beats its claim (0.325 against
+# 0.278 ms: the added dependent read costs more than the atomics it saves),
+# and nodes relabelled hot-first, so that hot words share sectors (insert
+# 0.316, atomics on shared sectors queue; 0.297 with the read first).
+_INSERT_BLOCK, _INSERT_WARPS = interpreted_block(1024, 1024), 4
+_FLAG_BLOCK, _FLAG_WARPS = interpreted_block(512, 1024), 4
+_ASSIGN_BLOCK, _ASSIGN_WARPS = interpreted_block(256, 1024), 4
 
 
 def _empty_word(dtype: torch.dtype) -> int:
@@ -471,11 +487,11 @@ class IdMap:
         slot = self._insert(seeds, seeds_batch, count, bound, 0)
         local = torch.empty(bound, dtype=torch.int64, device=self.device)
         if bound:
-            _assign_kernel[(triton.cdiv(bound, 1024),)](
+            _assign_kernel[(triton.cdiv(bound, _ASSIGN_BLOCK),)](
                 self.table, self._tag, slot, seeds, seeds_batch, count, slot, slot,
                 slot, torch.zeros_like(first), first, local, local, local, local,
                 bound, 0, SEEDS=True, LAST=False, HAS_BATCH=seeds_batch is not None,
-                DIRECT=self.direct is not None, PRIOR=False, BLOCK=1024)
+                DIRECT=self.direct is not None, PRIOR=False, BLOCK=_ASSIGN_BLOCK, num_warps=_ASSIGN_WARPS)
         self._closed = False
         return local
 
@@ -512,12 +528,13 @@ class IdMap:
         size = self.table.shape[0]
         slot = torch.empty(bound, dtype=torch.int32 if size < _INT32_LIMIT else torch.int64, device=self.device)
         if bound:
-            _insert_kernel[(triton.cdiv(bound, 1024),)](
+            _insert_kernel[(triton.cdiv(bound, _INSERT_BLOCK),)](
                 self.table, self._tag, cand, cand_batch, count, slot,
                 cand if prior is None else prior, cand if displaced is None else displaced,
                 bound, self.num_nodes, stamp_base, size - 1, 65 - size.bit_length(),
                 EMPTY=_empty_word(self.table.dtype), HAS_BATCH=cand_batch is not None,
-                DIRECT=self.direct is not None, PRIOR=prior is not None, BLOCK=1024)
+                DIRECT=self.direct is not None, PRIOR=prior is not None, BLOCK=_INSERT_BLOCK,
+                num_warps=_INSERT_WARPS)
         return slot
 
     @on_device_of("self")
@@ -579,13 +596,13 @@ class IdMap:
             zero = torch.zeros(1, dtype=torch.int64, device=self.device)
             return MappedHop(local, new_nodes, new_local, new_batch, zero,
                              torch.zeros_like(self.base))
-        grid = (triton.cdiv(bound, 1024),)
         direct = self.direct is not None
         with_prior = prior is not None
         if not with_prior:
             prior = displaced = slot  # never read
-        _flag_kernel[grid](self.table, self._tag, slot, num_cand, prior, displaced, flags, bound, stamp_base,
-                           DIRECT=direct, PRIOR=with_prior, BLOCK=1024)
+        _flag_kernel[(triton.cdiv(bound, _FLAG_BLOCK),)](
+            self.table, self._tag, slot, num_cand, prior, displaced, flags, bound, stamp_base,
+            DIRECT=direct, PRIOR=with_prior, BLOCK=_FLAG_BLOCK, num_warps=_FLAG_WARPS)
         # int32 ranks where they fit: half the scan's bytes, and the assign's
         # reads of a representative's rank (random) hit a smaller array
         rank = torch.cumsum(flags, 0, dtype=torch.int32 if bound < _INT32_LIMIT else torch.int64)
@@ -610,11 +627,11 @@ class IdMap:
             per_batch.scatter_add_(0, cand_batch.clamp(0, self.num_batches), flags.to(torch.int64))
             per_batch = per_batch[:self.num_batches]
             first = torch.cumsum(per_batch, 0) - per_batch
-        _assign_kernel[grid](
+        _assign_kernel[(triton.cdiv(bound, _ASSIGN_BLOCK),)](
             self.table, self._tag, slot, cand, cand_batch, num_cand, flags, prior, rank,
             self.base, first, local, new_nodes, local if last else new_local,
             new_batch if new_batch is not None else local,
             bound, stamp_base, SEEDS=False, LAST=last, HAS_BATCH=cand_batch is not None, DIRECT=direct,
-            PRIOR=with_prior, BLOCK=1024)
+            PRIOR=with_prior, BLOCK=_ASSIGN_BLOCK, num_warps=_ASSIGN_WARPS)
         self.base = self.base + per_batch
         return MappedHop(local, new_nodes, new_local, new_batch, num_new, per_batch)
