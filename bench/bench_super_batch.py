@@ -56,7 +56,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tritongnn import CSCGraph, NeighborSampler  # noqa: E402
 from tritongnn.datasets import chung_lu, load_npz  # noqa: E402
 from tritongnn.kernels import id_map as id_map_module  # noqa: E402
-from tritongnn.kernels.sample import BATCH_METHODS  # noqa: E402
+from tritongnn.kernels.sample import METHODS  # noqa: E402
 from tritongnn.sampling import sampler as sampler_module  # noqa: E402
 from _record import append_record, new_record  # noqa: E402
 from bench_loader import sync  # noqa: E402
@@ -198,9 +198,8 @@ def main():
     parser.add_argument("--num-neighbors", nargs="+", default=["15,10,5", "5,10,15"],
                         help="fanout lists, comma-separated, one per configuration")
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8, 16])
-    parser.add_argument("--methods", nargs="+", default=["foundation", "grouped"],
-                        choices=["foundation", "grouped", "grouped_split", "fused"],
-                        help="sampling kernels; at K > 1 those that sample super-batches (foundation, fused)")
+    parser.add_argument("--methods", nargs="+", default=["foundation", "grouped", "fused"], choices=METHODS,
+                        help="sampling kernels (auto: the sampler's default for the placement)")
     parser.add_argument("--d-max", type=int, default=64, help="grouped kernels: staged rows up to this degree")
     parser.add_argument("--batch-size", type=int, default=8000)
     parser.add_argument("--max-batches", type=int, default=480,
@@ -257,8 +256,7 @@ def main():
             placed = graph.pin_memory() if placement == "host" else graph
             for fanouts in fanout_lists:
                 for k in args.ks:
-                    # the grouped kernels sample one batch a launch: K = 1 only
-                    for method in (m for m in args.methods if k == 1 or m in BATCH_METHODS):
+                    for method in args.methods:
                         row = run_config(placed, batches, epoch_len, fanouts, k, method, args, device)
                         row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=placement,
                                    num_neighbors=fanouts, method=method, batch_size=args.batch_size,

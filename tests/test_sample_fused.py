@@ -141,15 +141,16 @@ def test_fused_count_past_the_buffer_is_the_buffer(device):
     assert int(b.num_edges) > 0
 
 
-def test_auto_takes_the_fused_kernel_only_where_every_row_is_in_gpu_memory(device):
+def test_auto_takes_the_fused_kernel_where_every_row_is_in_gpu_memory(device):
     from tritongnn.kernels.sample import auto_method
     graph, gen = many_block_graph(4)
     indices = graph.indices.to(device)
-    expect = "fused" if device.type == "cuda" else "foundation"  # (under the interpreter: the foundation's)
-    assert auto_method(indices, None) == expect
-    assert auto_method(indices, indices[:10]) == "foundation"  # an adjacency cache: cold rows via UVA
-    if device.type == "cuda":
-        assert auto_method(graph.indices.pin_memory(), None) == "foundation"
+    gpu = device.type == "cuda"
+    assert auto_method(indices, None, device) == ("fused" if gpu else "foundation")  # (the interpreter: foundation)
+    # an adjacency cache: cold rows via UVA, GARDEN's grouped kernels
+    assert auto_method(indices, indices[:10], device) == ("grouped_split" if gpu else "foundation")
+    if gpu:
+        assert auto_method(graph.indices.pin_memory(), None, device) == "grouped_split"
     # and "auto" samples the same hop as either
     frontier = torch.randint(0, graph.num_nodes, (900,), generator=gen)
     seed = torch.tensor([2], device=device)

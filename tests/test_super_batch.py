@@ -46,6 +46,23 @@ def test_sample_many_is_each_batch_alone(device, num_batches, num_neighbors, rep
     assert_same_output(sampler.sample(seeds[0], one), sampler.sample(seeds[0], many))
 
 
+@pytest.mark.parametrize("method", ["foundation", "grouped", "grouped_split", "fused"])
+@pytest.mark.parametrize("num_neighbors, replace", [([4, 3], False), ([3, 0, 2], True)])
+def test_every_kernel_samples_super_batches_as_each_batch_alone(device, method, num_neighbors, replace):
+    # each kernel's super-batch (K sub-batches in one launch a hop, each with
+    # its own seed and Philox positions) against its own batches one by one;
+    # d_max 4: the grouped kernels stage some rows and pick others' from memory
+    data = random_data()
+    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True).to(device)
+    assert int(graph.degree().max()) > 4
+    sampler = NeighborSampler(graph, num_neighbors, replace, device, return_eid=True, method=method, d_max=4)
+    seeds = split_seeds(data.num_nodes, [13, 13, 5], device, seed=3)
+    one, many = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    alone = [sampler.sample(s, one) for s in seeds]
+    for a, b in zip(alone, sampler.sample_many(seeds, many), strict=True):
+        assert_same_output(a, b)
+
+
 def test_direct_and_hash_id_maps_give_the_same_batches(device, monkeypatch):
     # the sampler's maps on its one direct table (where it fits) or on hash
     # tables: the same batches, alone and in super-batches, batch after batch
@@ -341,7 +358,7 @@ def test_loader_super_batch_gathers_once_a_pass(device, monkeypatch):
 @pytest.mark.parametrize("kernel", ["grouped", "grouped_split", "fused"])
 def test_loader_sample_kernel_same_batches(device, kernel):
     # GARDEN's grouped sampler behind the loader: the batches of the default
-    # kernel, alone and (foundation kernel inside) in super-batches
+    # kernel, alone and in super-batches
     data = random_data(edge_attr=True)
     args = dict(num_neighbors=[4, 3], input_nodes=data.train_mask, batch_size=20, shuffle=True, seed=4,
                 device=device)

@@ -365,11 +365,10 @@ def sample_neighbors(
             ``"grouped"`` (GARDEN's GPS, ``kernels.sample_grouped``) stages
             rows of degree <= ``d_max`` with one coalesced load and picks from
             the staged tile; ``"grouped_split"`` runs its full and random nodes
-            as two kernels on two streams (these two: one batch only, no
-            ``frontier_batch``); ``"fused"`` (``kernels.sample_fused``) does
+            as two kernels on two streams; ``"fused"`` (``kernels.sample_fused``) does
             the classification, placement and draws in one launch;
             ``"auto"``: ``"fused"`` where every row is in GPU memory, else
-            ``"foundation"`` (``auto_method``). The CPU reference ignores it.
+            ``"grouped_split"`` (``auto_method``). The CPU reference ignores it.
         d_max: widest row the grouped kernels stage (and the fused one,
             with ``FUSED_STAGE``), a power of two in [1, 1024]; hubs above
             it pick from memory.
@@ -396,16 +395,13 @@ def sample_neighbors(
     check_method(method, d_max)
     device = frontier.device
     if method == "auto":
-        method = auto_method(indices, hot_indices)
+        method = auto_method(indices, hot_indices, device)
     num_batches = _check_batches(frontier, frontier_batch, batch_ptr, seed, device)
     check_dense_index(indptr, "indptr", (torch.int64,))
     check_dense_index(indices, "indices", (torch.int32, torch.int64))
     if hot_indptr is not None and hot_indices is not None:
         check_dense_index(hot_indptr, "hot_indptr", (torch.int64,))
         check_dense_index(hot_indices, "hot_indices", (torch.int32, torch.int64))
-    if method not in BATCH_METHODS and frontier_batch is not None:
-        raise ValueError(f"method={method!r} samples one batch per launch; a super-batch "
-                         f"(frontier_batch) takes method='foundation' or 'fused'")
     if not use_triton(device):
         return reference.sample_neighbors(indptr, indices, frontier, frontier_local, num_frontier, fanout,
                                           replace, generator, return_eid, frontier_batch, batch_ptr)
@@ -478,10 +474,12 @@ def sample_neighbors(
         if method != "foundation":
             # imported here: sample_grouped builds on this module's device helpers
             from .sample_grouped import launch_grouped
-            launch_grouped(indices, hot_indices, frontier_local, classified, num_frontier, src, dst, eid, seed,
-                           hot_indices.numel(), fanout, replace, return_eid, tiered, d_max,
+            launch_grouped(indices, hot_indices, frontier_local, classified, num_frontier,
+                           frontier_batch if has_batch else None, batch_ptr if has_batch else None, src, dst, eid,
+                           batch, seed, hot_indices.numel(), fanout, replace, return_eid, tiered, d_max,
                            split=method == "grouped_split")
-            return HopSample(src, dst, eid if return_eid else None, num_edges, None, edge_ptr)
+            return HopSample(src, dst, eid if return_eid else None, num_edges, batch if has_batch else None,
+                             edge_ptr)
         fanout_pad = next_power_of_2(fanout)
         block_nodes, num_warps = _launch_settings(fanout_pad)
         _sample_kernel[(triton.cdiv(bound, block_nodes),)](
@@ -493,21 +491,28 @@ def sample_neighbors(
     return HopSample(src, dst, eid if return_eid else None, num_edges, batch if has_batch else None, edge_ptr)
 
 
-def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None) -> str:
-    """``method="auto"``: ``"fused"`` where every row is read from GPU memory,
-    ``"foundation"`` where rows are read from host memory through UVA (or
-    under the interpreter). Measured on an H200 (``bench/results/README.md``,
-    0abf2ca), the fused hop is 1.53-2.17x the foundation's in GPU memory on
-    both graphs, but through UVA 0.86x and 0.70x on the large graph's two
-    larger hops, where PCIe bounds both."""
+def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None, device: torch.device) -> str:
+    """``method="auto"`` for a hop sampled on ``device``: ``"fused"`` where
+    every row is read from GPU memory, ``"grouped_split"`` (GARDEN's grouped
+    sampler, full and random nodes on two streams) where rows are read from
+    host memory through UVA, ``"foundation"`` under the interpreter.
+
+    Measured on an H200 (``bench/results/README.md``): in GPU memory the
+    fused hop is 1.53-2.17x the foundation's on both graphs (0abf2ca), the
+    grouped kernels' 0.68-0.81x a batch (thirty-fourth session). Through
+    UVA, where PCIe bounds every kernel, the fused hop fell to 0.87x and
+    0.70x on the large graph's two larger hops, and the grouped_split hops
+    (one coalesced read of a staged row, fewer and larger PCIe requests than
+    its scattered picks) ran at 1.00-1.16x on both graphs (thirty-fourth
+    session)."""
+    if device.type != "cuda":
+        return "foundation"
     if indices.is_cuda and hot_indices is None:
         return "fused"
-    return "foundation"
+    return "grouped_split"
 
 
 METHODS = ("auto", "foundation", "grouped", "grouped_split", "fused")
-# the methods that sample a super-batch's K sub-batches in one launch
-BATCH_METHODS = ("auto", "foundation", "fused")
 # whether method="fused" stages rows of degree <= d_max (the grouped tile) or
 # reads every pick from memory (the foundation's tile). Off: staged, its
 # blocks are the grouped kernel's 16 nodes, and the hop ran at 0.37-0.51x

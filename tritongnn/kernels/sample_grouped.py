@@ -35,12 +35,14 @@ same edges in the same slots: ``tests/test_sample_grouped.py`` checks that
 bit for bit, and the distribution tests of the foundation carry over (and
 are repeated on this kernel).
 
-Why staging could pay, and why it may not. Measured on an H200
+Why staging could pay, and where it does. Measured on an H200
 (``bench/results/README.md``): 0.67-1.13x the foundation kernel's speed
-with adjacency in GPU memory, 0.98-1.18x through UVA; Nsight Compute shows twice
-the useful bytes per sector and 10-15x fewer sectors per request, but the
-foundation kernel is not bound by requests, so the loader does not stage
-(``sample_fused`` shares this kernel's tile and its staging, off there too).
+with adjacency in GPU memory, where Nsight Compute shows twice the useful
+bytes per sector and 10-15x fewer sectors per request but the foundation
+kernel is not bound by requests (``sample_fused`` shares this kernel's tile
+and its staging, off there). Through UVA, 1.00-1.16x a hop
+(``grouped_split``) and 1.35-1.38x a batch of the 10^9-edge graph
+(thirty-fourth session): ``method="auto"`` takes it where rows cross PCIe.
 
 - The staged load needs no random number, so it is issued *before* Floyd's
   arithmetic and its latency overlaps it; the foundation kernel can only
@@ -57,6 +59,10 @@ foundation kernel is not bound by requests, so the loader does not stage
 - Registers: the ``[BN, D_MAX]`` tile is the largest live value (plus its
   64-bit addresses while loading); ``_launch_settings`` keeps it at 2048
   elements a program, 16 a thread with 4 warps.
+
+Super-batches (``frontier_batch``): a node draws from its sub-batch's seed at
+its position within the sub-batch, as in the foundation kernel, so each
+sub-batch gets the edges it gets sampled alone.
 
 Two-kernel variant (``method="grouped_split"``, without replacement): the
 degree classifier (``kernels.classify``, GARDEN's Algorithm 1) has already
@@ -148,21 +154,31 @@ def _write_edges(out_src, out_dst, out_eid, out_batch, b_src, b_pos, b_count, m_
 
 
 @triton.jit
-def _grouped_nodes(indices, hot_indices, frontier_local, row_start, degree, offsets, out_src, out_dst, out_eid,
-                   seed, num_hot_edges, i_n, m_n, FANOUT: tl.constexpr, FANOUT_PAD: tl.constexpr,
-                   D_MAX: tl.constexpr, TILE: tl.constexpr, STAGE: tl.constexpr, REPLACE: tl.constexpr,
-                   WRITE_EID: tl.constexpr, TIERED: tl.constexpr, FULL_ONLY: tl.constexpr,
-                   BLOCK_NODES: tl.constexpr):
-    # frontier positions ``i_n`` of one batch: the classifier's arrays give the rest
+def _grouped_nodes(indices, hot_indices, frontier_local, row_start, degree, offsets, frontier_batch, batch_ptr,
+                   out_src, out_dst, out_eid, out_batch, seed, num_hot_edges, i_n, m_n, FANOUT: tl.constexpr,
+                   FANOUT_PAD: tl.constexpr, D_MAX: tl.constexpr, TILE: tl.constexpr, STAGE: tl.constexpr,
+                   REPLACE: tl.constexpr, WRITE_EID: tl.constexpr, TIERED: tl.constexpr, FULL_ONLY: tl.constexpr,
+                   HAS_BATCH: tl.constexpr, BLOCK_NODES: tl.constexpr):
+    # frontier positions ``i_n``: the classifier's arrays give the rest
     b_start = tl.load(row_start + i_n, mask=m_n, other=0)  # [BN]
     b_deg = tl.load(degree + i_n, mask=m_n, other=0)
     b_end = tl.load(offsets + i_n, mask=m_n, other=0)
     b_dst = tl.load(frontier_local + i_n, mask=m_n, other=0)
-    b_src, b_pos, b_count, m_e = _grouped_picks(indices, hot_indices, num_hot_edges, b_start, b_deg, tl.load(seed),
-                                                i_n, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE, REPLACE, TIERED,
-                                                FULL_ONLY, False, BLOCK_NODES)
-    _write_edges(out_src, out_dst, out_eid, out_eid, b_src, b_pos, b_count, m_e, b_end, b_dst, i_n, FANOUT_PAD,
-                 WRITE_EID, False, BLOCK_NODES)
+    if HAS_BATCH:
+        # as in the foundation kernel: a node draws from its sub-batch's seed
+        # at its position within the sub-batch, what it draws sampled alone
+        b_batch = tl.load(frontier_batch + i_n, mask=m_n, other=0)
+        b_seed = tl.load(seed + b_batch, mask=m_n, other=0)
+        b_draw = i_n - tl.load(batch_ptr + b_batch, mask=m_n, other=0)
+    else:
+        b_batch = i_n
+        b_seed = tl.load(seed)
+        b_draw = i_n
+    b_src, b_pos, b_count, m_e = _grouped_picks(indices, hot_indices, num_hot_edges, b_start, b_deg, b_seed,
+                                                b_draw, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE, REPLACE, TIERED,
+                                                FULL_ONLY, HAS_BATCH, BLOCK_NODES)
+    _write_edges(out_src, out_dst, out_eid, out_batch, b_src, b_pos, b_count, m_e, b_end, b_dst, b_batch,
+                 FANOUT_PAD, WRITE_EID, HAS_BATCH, BLOCK_NODES)
 
 
 @triton.jit(do_not_specialize=["bound", "num_hot_edges"])
@@ -176,11 +192,14 @@ def _grouped_kernel(
     num_frontier,    # [1] int64 device scalar: valid prefix of the frontier
     order,           # [bound] int64 the classifier's frontier positions, full nodes first
     num_full,        # [1] int64 device scalar: full nodes at the head of order (NODES != "all")
+    frontier_batch,  # [bound] int64 sub-batch of each frontier node (if HAS_BATCH)
+    batch_ptr,       # [K + 1] int64 first frontier position of each sub-batch (if HAS_BATCH)
     out_src,         # [bound * fanout] int64 out: global id of the sampled neighbour
     out_dst,         # [bound * fanout] int64 out: local id of the node it was sampled for
     out_eid,         # [bound * fanout] int64 out: CSC position of the edge (if WRITE_EID)
+    out_batch,       # [bound * fanout] int64 out: sub-batch of the edge (if HAS_BATCH)
     bound,           # slots of the frontier buffers
-    seed,            # [1] int64 device scalar: Philox seed of this launch
+    seed,            # [K] int64 device: Philox seed of each sub-batch for this launch
     num_hot_edges,   # CSC positions < num_hot_edges are read from hot_indices
     FANOUT: tl.constexpr,
     FANOUT_PAD: tl.constexpr,  # next power of two >= FANOUT
@@ -191,6 +210,7 @@ def _grouped_kernel(
     WRITE_EID: tl.constexpr,
     TIERED: tl.constexpr,
     NODES: tl.constexpr,       # "all": the whole of ``order``; "random"/"full": that part of it
+    HAS_BATCH: tl.constexpr,   # a super-batch: K sub-batches, each with its own seed
     BLOCK_NODES: tl.constexpr,
 ):
     num_valid = tl.load(num_frontier)
@@ -202,9 +222,9 @@ def _grouped_kernel(
         i_k = first + tl.arange(0, BLOCK_NODES)  # [BN] slots of order
         m_n = (i_k < bound) & (i_k < num_valid)
         i_n = tl.load(order + i_k, mask=m_n, other=0)
-        _grouped_nodes(indices, hot_indices, frontier_local, row_start, degree, offsets, out_src, out_dst,
-                       out_eid, seed, num_hot_edges, i_n, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE,
-                       REPLACE, WRITE_EID, TIERED, False, BLOCK_NODES)
+        _grouped_nodes(indices, hot_indices, frontier_local, row_start, degree, offsets, frontier_batch, batch_ptr,
+                       out_src, out_dst, out_eid, out_batch, seed, num_hot_edges, i_n, m_n, FANOUT, FANOUT_PAD,
+                       D_MAX, TILE, STAGE, REPLACE, WRITE_EID, TIERED, False, HAS_BATCH, BLOCK_NODES)
     else:
         # order[:num_full] holds the full nodes, order[num_full:num_valid]
         # the random ones; the grid covers ``bound`` slots for either part,
@@ -219,9 +239,10 @@ def _grouped_kernel(
             i_k = first + tl.arange(0, BLOCK_NODES)  # [BN] slots of order
             m_n = (i_k < bound) & (i_k < end)
             i_n = tl.load(order + i_k, mask=m_n, other=0)
-            _grouped_nodes(indices, hot_indices, frontier_local, row_start, degree, offsets, out_src,
-                           out_dst, out_eid, seed, num_hot_edges, i_n, m_n, FANOUT, FANOUT_PAD, D_MAX,
-                           TILE, STAGE, REPLACE, WRITE_EID, TIERED, NODES == "full", BLOCK_NODES)
+            _grouped_nodes(indices, hot_indices, frontier_local, row_start, degree, offsets, frontier_batch,
+                           batch_ptr, out_src, out_dst, out_eid, out_batch, seed, num_hot_edges, i_n, m_n, FANOUT,
+                           FANOUT_PAD, D_MAX, TILE, STAGE, REPLACE, WRITE_EID, TIERED, NODES == "full",
+                           HAS_BATCH, BLOCK_NODES)
 
 
 def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int]:
@@ -272,14 +293,16 @@ def _side_stream(main: torch.cuda.Stream) -> torch.cuda.Stream:
     return side
 
 
-def launch_grouped(indices, hot_indices, frontier_local, classified, num_frontier, src, dst, eid, seed,
-                   num_hot_edges, fanout: int, replace: bool, return_eid: bool, tiered: bool, d_max: int,
-                   split: bool) -> None:
-    """Write one hop's edges into ``src``/``dst``/``eid`` (``bound * fanout``
-    slots) with the grouped kernel(s). Called by ``sample.sample_neighbors``
-    after the classifier (``classified``, a ``ClassifiedFrontier`` of one
-    batch: its ``order`` puts the full nodes first, ``num_full`` of them),
-    for ``fanout >= 1``; other arguments as there."""
+def launch_grouped(indices, hot_indices, frontier_local, classified, num_frontier, frontier_batch, batch_ptr,
+                   src, dst, eid, batch, seed, num_hot_edges, fanout: int, replace: bool, return_eid: bool,
+                   tiered: bool, d_max: int, split: bool) -> None:
+    """Write one hop's edges into ``src``/``dst``/``eid``/``batch`` (``bound *
+    fanout`` slots) with the grouped kernel(s). Called by
+    ``sample.sample_neighbors`` after the classifier (``classified``, a
+    ``ClassifiedFrontier``: its ``order`` puts the full nodes first,
+    ``num_full`` of them), for ``fanout >= 1``; ``frontier_batch`` and
+    ``batch_ptr`` None for one batch (``batch`` then unused); other arguments
+    as there."""
     row_start, degree, offsets = classified.row_start, classified.degree, classified.offsets
     bound = row_start.numel()
     fanout_pad = next_power_of_2(fanout)
@@ -289,9 +312,11 @@ def launch_grouped(indices, hot_indices, frontier_local, classified, num_frontie
     # seen at fanout 5, d_max 1 with replacement), and lanes past a row's
     # degree load nothing, so the wider tile reads no more.
     common = dict(FANOUT=fanout, FANOUT_PAD=fanout_pad, D_MAX=d_max, TILE=max(d_max, fanout_pad),
-                  REPLACE=replace, WRITE_EID=return_eid, TIERED=tiered)
+                  REPLACE=replace, WRITE_EID=return_eid, TIERED=tiered, HAS_BATCH=frontier_batch is not None)
+    if frontier_batch is None:  # never read: HAS_BATCH is off
+        frontier_batch = batch_ptr = batch = src
     arrays = (indices, hot_indices, frontier_local, row_start, degree, offsets, num_frontier)
-    outputs = (src, dst, eid, bound, seed, num_hot_edges)
+    outputs = (frontier_batch, batch_ptr, src, dst, eid, batch, bound, seed, num_hot_edges)
     if not split or replace:
         stage = replace or d_max > fanout
         block_nodes, num_warps = _launch_settings(fanout_pad, d_max, stage)

@@ -234,10 +234,10 @@ class NeighborLoader:
         sample_kernel: the sampling kernels (``NeighborSampler``'s
             ``method``): ``"auto"`` (default: the one-pass ``"fused"``
             kernel where the adjacency is all in GPU memory, 1.53-2.17x the
-            foundation's hop on an H200; ``"foundation"`` where rows cross
-            PCIe), or any of ``"foundation"``, ``"fused"``, GARDEN's grouped
-            sampler ``"grouped"`` / ``"grouped_split"`` (not faster there;
-            super-batches then take the foundation kernel). The same batches
+            foundation's hop on an H200; GARDEN's grouped sampler
+            ``"grouped_split"`` where rows cross PCIe, 1.04-1.38x the
+            foundation a batch there), or any of ``"foundation"``,
+            ``"fused"``, ``"grouped"``, ``"grouped_split"``. The same batches
             either way (``bench/results``).
         super_batch: sample this many consecutive batches in one pass
             (GARDEN's super-batching, ``NeighborSampler.sample_many``) and

@@ -78,7 +78,7 @@ from ..host_memory import capturing, pinned_empty
 from ..kernels import IdMap, draw_seeds, pack_prefixes, sample_neighbors
 from ..kernels.id_map import DirectTable, direct_fits
 from ..kernels.pack import launch_segments
-from ..kernels.sample import BATCH_METHODS, MAX_FANOUT, check_method
+from ..kernels.sample import MAX_FANOUT, check_method
 from ..kernels._launch import host_list, new_stream, on_device, on_device_of, use_triton
 
 # Both limits are per sub-batch: a super-batch of K has K times each.
@@ -408,12 +408,11 @@ class NeighborSampler:
             first rows of a hot-first relabelled graph), or None.
         method, d_max: the sampling kernels, ``"auto"`` (the one-pass
             ``"fused"`` where the adjacency is all in GPU memory, else
-            ``"foundation"``), ``"foundation"``, ``"fused"``, ``"grouped"`` or
-            ``"grouped_split"`` (GARDEN's grouped sampler, staging rows of
+            ``"grouped_split"``), ``"foundation"``, ``"fused"``, ``"grouped"``
+            or ``"grouped_split"`` (GARDEN's grouped sampler, staging rows of
             degree <= ``d_max``); all give the same batches for the same
-            generator state (see ``kernels.sample.sample_neighbors``). The
-            grouped kernels take one batch per launch: ``sample_many``'s
-            super-batches then use the foundation kernel.
+            generator state, alone or in ``sample_many``'s super-batches
+            (see ``kernels.sample.sample_neighbors``).
 
     Example:
         >>> sampler = NeighborSampler(graph.to("cuda"), [15, 10, 5], device="cuda")
@@ -536,9 +535,7 @@ class NeighborSampler:
             edges = sample_neighbors(self.graph.indptr, self.graph.indices, frontier, frontier_local,
                                      num_frontier, fanout, self.replace, generator, self.return_eid,
                                      seed=None if rng is None else rng[hop], frontier_batch=frontier_batch,
-                                     batch_ptr=batch_ptr, **self._tiers,
-                                     **(self._kernel if frontier_batch is None or self._kernel["method"] in
-                                        BATCH_METHODS else {}))
+                                     batch_ptr=batch_ptr, **self._tiers, **self._kernel)
             # the last hop's new nodes are no frontier: their local ids need
             # not be stored (in the table or as new_local)
             mapped = id_map.insert(edges.src, edges.num_edges, edges.batch,
