@@ -183,6 +183,25 @@ def _draw_positions(seed, b_draw, b_deg, m_n, FANOUT: tl.constexpr, FANOUT_PAD: 
     return b_pick, b_count
 
 
+@triton.jit
+def _node_streams(seed, frontier_batch, batch_ptr, i_n, m_n, HAS_BATCH: tl.constexpr):
+    """``(b_batch, b_seed, b_draw)`` of frontier positions ``i_n``: each
+    node's sub-batch, Philox seed and position in the Philox stream. In a
+    super-batch a node draws from its sub-batch's seed, counting from the
+    sub-batch's first node, so it draws what it draws in its batch sampled
+    alone; one batch: ``seed[0]`` and ``i_n`` (``b_batch`` is then ``i_n``,
+    unused)."""
+    if HAS_BATCH:
+        b_batch = tl.load(frontier_batch + i_n, mask=m_n, other=0)
+        b_seed = tl.load(seed + b_batch, mask=m_n, other=0)
+        b_draw = i_n - tl.load(batch_ptr + b_batch, mask=m_n, other=0)
+    else:
+        b_batch = i_n
+        b_seed = tl.load(seed)
+        b_draw = i_n
+    return b_batch, b_seed, b_draw
+
+
 @triton.jit(do_not_specialize=["bound", "num_hot_edges"])
 def _sample_kernel(
     indices,         # [E] int32/int64 CSC sources, GPU or pinned host
@@ -216,15 +235,7 @@ def _sample_kernel(
     i_o = tl.program_id(0).to(tl.int64) * BLOCK_NODES + tl.arange(0, BLOCK_NODES)
     m_n = (i_o < bound) & (i_o < tl.load(num_frontier))
     i_n = tl.load(order + i_o, mask=m_n, other=0)  # [BN] frontier positions
-    if HAS_BATCH:
-        b_batch = tl.load(frontier_batch + i_n, mask=m_n, other=0)
-        b_seed = tl.load(seed + b_batch, mask=m_n, other=0)
-        # Philox counters count from the sub-batch's own first node: a node
-        # draws what it would draw in its batch sampled alone.
-        b_draw = i_n - tl.load(batch_ptr + b_batch, mask=m_n, other=0)
-    else:
-        b_seed = tl.load(seed)
-        b_draw = i_n
+    b_batch, b_seed, b_draw = _node_streams(seed, frontier_batch, batch_ptr, i_n, m_n, HAS_BATCH)
     b_start = tl.load(row_start + i_n, mask=m_n, other=0)
     b_deg = tl.load(degree + i_n, mask=m_n, other=0)
     b_end = tl.load(offsets + i_n, mask=m_n, other=0)

@@ -78,7 +78,7 @@ import triton.language as tl
 
 from ._launch import interpreted_block, next_power_of_2
 from .classify import _count_and_class, _load_tiered
-from .sample import _below, _floyd_lanes, _lane_words
+from .sample import _below, _floyd_lanes, _lane_words, _node_streams
 from .sample_grouped import _grouped_picks, _launch_settings as _grouped_settings, _write_edges
 
 # A status word is value << 2 | flag: 0 not published yet, 1 the block's own
@@ -251,15 +251,7 @@ def _fused_kernel(
         _publish_sum(status, ticket, block_sum)
 
         b_dst = tl.load(frontier_local + i_n, mask=m_n, other=0)
-        if HAS_BATCH:
-            b_batch = tl.load(frontier_batch + i_n, mask=m_n, other=0)
-            b_seed = tl.load(seed + b_batch, mask=m_n, other=0)
-            # Philox counters count from the sub-batch's first node
-            b_draw = i_n - tl.load(batch_ptr + b_batch, mask=m_n, other=0)
-        else:
-            b_batch = i_n
-            b_seed = tl.load(seed)
-            b_draw = i_n
+        b_batch, b_seed, b_draw = _node_streams(seed, frontier_batch, batch_ptr, i_n, m_n, HAS_BATCH)
         # The picks need no place: drawn and read before the walk, so the
         # walk's wait overlaps their reads.
         if LANES:

@@ -82,7 +82,7 @@ import triton
 import triton.language as tl
 
 from ._launch import interpreted_block, new_stream, next_power_of_2, reserved
-from .sample import _draw_positions, _load_tiered
+from .sample import _draw_positions, _load_tiered, _node_streams
 
 
 @triton.jit
@@ -164,16 +164,7 @@ def _grouped_nodes(indices, hot_indices, frontier_local, row_start, degree, offs
     b_deg = tl.load(degree + i_n, mask=m_n, other=0)
     b_end = tl.load(offsets + i_n, mask=m_n, other=0)
     b_dst = tl.load(frontier_local + i_n, mask=m_n, other=0)
-    if HAS_BATCH:
-        # as in the foundation kernel: a node draws from its sub-batch's seed
-        # at its position within the sub-batch, what it draws sampled alone
-        b_batch = tl.load(frontier_batch + i_n, mask=m_n, other=0)
-        b_seed = tl.load(seed + b_batch, mask=m_n, other=0)
-        b_draw = i_n - tl.load(batch_ptr + b_batch, mask=m_n, other=0)
-    else:
-        b_batch = i_n
-        b_seed = tl.load(seed)
-        b_draw = i_n
+    b_batch, b_seed, b_draw = _node_streams(seed, frontier_batch, batch_ptr, i_n, m_n, HAS_BATCH)
     b_src, b_pos, b_count, m_e = _grouped_picks(indices, hot_indices, num_hot_edges, b_start, b_deg, b_seed,
                                                 b_draw, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE, REPLACE, TIERED,
                                                 FULL_ONLY, HAS_BATCH, BLOCK_NODES)
