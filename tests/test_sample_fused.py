@@ -147,9 +147,9 @@ def test_auto_takes_the_fused_kernel_where_every_row_is_in_gpu_memory(device):
     indices = graph.indices.to(device)
     gpu = device.type == "cuda"
     assert auto_method(indices, None, device) == ("fused" if gpu else "foundation")  # (the interpreter: foundation)
-    # an adjacency cache: cold rows via UVA, GARDEN's grouped kernels
-    assert auto_method(indices, indices[:10], device) == ("grouped_split" if gpu else "foundation")
-    if gpu:
+    # an adjacency cache: hot rows in GPU memory, cold ones via UVA
+    assert auto_method(indices, indices[:10], device) == "foundation"
+    if gpu:  # every row via UVA: GARDEN's grouped kernels
         assert auto_method(graph.indices.pin_memory(), None, device) == "grouped_split"
     # and "auto" samples the same hop as either
     frontier = torch.randint(0, graph.num_nodes, (900,), generator=gen)

@@ -378,8 +378,9 @@ def sample_neighbors(
             the staged tile; ``"grouped_split"`` runs its full and random nodes
             as two kernels on two streams; ``"fused"`` (``kernels.sample_fused``) does
             the classification, placement and draws in one launch;
-            ``"auto"``: ``"fused"`` where every row is in GPU memory, else
-            ``"grouped_split"`` (``auto_method``). The CPU reference ignores it.
+            ``"auto"``: ``"fused"`` where every row is in GPU memory,
+            ``"grouped_split"`` where every row is in host memory, else
+            ``"foundation"`` (``auto_method``). The CPU reference ignores it.
         d_max: widest row the grouped kernels stage (and the fused one,
             with ``FUSED_STAGE``), a power of two in [1, 1024]; hubs above
             it pick from memory.
@@ -505,8 +506,11 @@ def sample_neighbors(
 def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None, device: torch.device) -> str:
     """``method="auto"`` for a hop sampled on ``device``: ``"fused"`` where
     every row is read from GPU memory, ``"grouped_split"`` (GARDEN's grouped
-    sampler, full and random nodes on two streams) where rows are read from
-    host memory through UVA, ``"foundation"`` under the interpreter.
+    sampler, full and random nodes on two streams) where every row is read
+    from host memory through UVA, ``"foundation"`` where an adjacency cache
+    splits the rows between the two (hot rows in GPU memory, where the
+    grouped kernels are slower, the rest through UVA, where they are faster:
+    not measured yet) and under the interpreter.
 
     Measured on an H200 (``bench/results/README.md``): in GPU memory the
     fused hop is 1.53-2.17x the foundation's on both graphs (0abf2ca), the
@@ -516,11 +520,9 @@ def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None, device:
     (one coalesced read of a staged row, fewer and larger PCIe requests than
     its scattered picks) ran at 1.00-1.16x on both graphs (thirty-fourth
     session)."""
-    if device.type != "cuda":
+    if device.type != "cuda" or hot_indices is not None:
         return "foundation"
-    if indices.is_cuda and hot_indices is None:
-        return "fused"
-    return "grouped_split"
+    return "fused" if indices.is_cuda else "grouped_split"
 
 
 METHODS = ("auto", "foundation", "grouped", "grouped_split", "fused")

@@ -42,7 +42,8 @@ bytes per sector and 10-15x fewer sectors per request but the foundation
 kernel is not bound by requests (``sample_fused`` shares this kernel's tile
 and its staging, off there). Through UVA, 1.00-1.16x a hop
 (``grouped_split``) and 1.35-1.38x a batch of the 10^9-edge graph
-(thirty-fourth session): ``method="auto"`` takes it where rows cross PCIe.
+(thirty-fourth session): ``method="auto"`` takes it where every row crosses
+PCIe.
 
 - The staged load needs no random number, so it is issued *before* Floyd's
   arithmetic and its latency overlaps it; the foundation kernel can only

@@ -235,8 +235,9 @@ class NeighborLoader:
             ``method``): ``"auto"`` (default: the one-pass ``"fused"``
             kernel where the adjacency is all in GPU memory, 1.53-2.17x the
             foundation's hop on an H200; GARDEN's grouped sampler
-            ``"grouped_split"`` where rows cross PCIe, 1.04-1.38x the
-            foundation a batch there), or any of ``"foundation"``,
+            ``"grouped_split"`` where every row crosses PCIe, 1.04-1.38x
+            the foundation a batch there; ``"foundation"`` with the
+            adjacency cache, rows in both), or any of ``"foundation"``,
             ``"fused"``, ``"grouped"``, ``"grouped_split"``. The same batches
             either way (``bench/results``).
         super_batch: sample this many consecutive batches in one pass

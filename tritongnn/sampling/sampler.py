@@ -407,12 +407,14 @@ class NeighborSampler:
         hot_indptr, hot_indices: the adjacency cache (GPU copies of the
             first rows of a hot-first relabelled graph), or None.
         method, d_max: the sampling kernels, ``"auto"`` (the one-pass
-            ``"fused"`` where the adjacency is all in GPU memory, else
-            ``"grouped_split"``), ``"foundation"``, ``"fused"``, ``"grouped"``
-            or ``"grouped_split"`` (GARDEN's grouped sampler, staging rows of
-            degree <= ``d_max``); all give the same batches for the same
-            generator state, alone or in ``sample_many``'s super-batches
-            (see ``kernels.sample.sample_neighbors``).
+            ``"fused"`` where the adjacency is all in GPU memory,
+            ``"grouped_split"`` where it is all in pinned host memory,
+            ``"foundation"`` with an adjacency cache), ``"foundation"``,
+            ``"fused"``, ``"grouped"`` or ``"grouped_split"`` (GARDEN's
+            grouped sampler, staging rows of degree <= ``d_max``); all give
+            the same batches for the same generator state, alone or in
+            ``sample_many``'s super-batches (see
+            ``kernels.sample.sample_neighbors``).
 
     Example:
         >>> sampler = NeighborSampler(graph.to("cuda"), [15, 10, 5], device="cuda")
