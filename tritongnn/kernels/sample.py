@@ -376,8 +376,9 @@ def sample_neighbors(
             ``"grouped"`` (GARDEN's GPS, ``kernels.sample_grouped``) stages
             rows of degree <= ``d_max`` with one coalesced load and picks from
             the staged tile; ``"grouped_split"`` runs its full and random nodes
-            as two kernels on two streams; ``"fused"`` (``kernels.sample_fused``) does
-            the classification, placement and draws in one launch;
+            as two kernels on two streams; ``"fused"``
+            (``kernels.sample_fused``) does the classification, placement and
+            draws in one launch;
             ``"auto"``: ``"fused"`` where every row is in GPU memory,
             ``"grouped_split"`` where every row is in host memory, else
             ``"foundation"`` (``auto_method``). The CPU reference ignores it.
