@@ -129,7 +129,7 @@ _TAG_SHIFT, _LOCAL_BIT, _LOW_MAX = tl.constexpr(TAG_SHIFT), tl.constexpr(LOCAL_B
 # 0.278 ms: the added dependent read costs more than the atomics it saves),
 # and nodes relabelled hot-first, so that hot words share sectors (insert
 # 0.316, atomics on shared sectors queue; 0.297 with the read first).
-_INSERT_BLOCK, _INSERT_WARPS = interpreted_block(1024, 1024), 4
+_INSERT_BLOCK, _INSERT_WARPS = 1024, 4
 _FLAG_BLOCK, _FLAG_WARPS = interpreted_block(512, 1024), 4
 _ASSIGN_BLOCK, _ASSIGN_WARPS = interpreted_block(256, 1024), 4
 

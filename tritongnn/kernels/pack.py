@@ -186,9 +186,7 @@ def pack_prefixes(parts: list[torch.Tensor], counts: list[torch.Tensor], out: to
         if not isinstance(part, torch.Tensor) or part.dtype != out.dtype:
             raise TypeError(f"parts[{k}] must be a tensor of out's dtype {out.dtype}, got "
                             f"{getattr(part, 'dtype', type(part).__name__)}")
-        if part.dim() != 1 or (part.stride(0) != 1 and part.numel() > 1):
-            raise ValueError(f"parts[{k}] must be 1-D and contiguous, got shape {tuple(part.shape)} "
-                             f"strides {part.stride()}")
+        _check_flat(part, f"parts[{k}]")
         if part.device != device:
             raise ValueError(f"parts[{k}] lives on {part.device}, out on {device}: pass it on {device}")
         _check_scalar(count, device, f"counts[{k}]")

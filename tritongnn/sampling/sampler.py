@@ -48,16 +48,17 @@ sync per super-batch, allocates the two buffers, launches one
 ``SamplerOutput``s are slices of the buffers (each batch's ``edge_index`` a
 ``[2, E]`` view): a handful of launches a pass, not a dozen copies a batch.
 What is saved is per-launch cost: K batches take the launches and host
-decisions of one, with K times the work per launch. What it costs is memory: buffers and the id map are sized
-for K batches at once. Super-batches are captured into CUDA graphs too, one
-per (K, total seeds). On the H200 a replayed batch of 8000 seeds on a
-5x10^7-node graph waits 0.63-0.69 ms on the GPU at any K (the id map's
-three passes are most of it, and their work is per candidate), so what
-replaying K at once saves is K = 1's host share (0.11-0.32 ms a batch, with
-the host's speed): K = 8 sampled 1.14-1.23x as fast as K = 1 there (1.38x
-in a run with a slow host), and 1.36-2.24x on cnr2000, whose batches
-overlap and leave the GPU idle more (bench/results/README.md,
-thirty-third session; before the packing, 0.97-1.18x and 1.20-1.94x).
+decisions of one, with K times the work per launch. What it costs is
+memory: buffers and the id map are sized for K batches at once.
+Super-batches are captured into CUDA graphs too, one per (K, total seeds).
+On the H200 a replayed batch of 8000 seeds on a 5x10^7-node graph waits
+0.63-0.69 ms on the GPU at any K (the id map's three passes are most of it,
+and their work is per candidate), so what replaying K at once saves is
+K = 1's host share (0.11-0.32 ms a batch, with the host's speed): K = 8
+sampled 1.14-1.30x as fast as K = 1 there (1.38x in a run with a slow
+host), and 1.36-2.84x on cnr2000, whose batches overlap and leave the GPU
+idle more (bench/results/README.md, thirty-third and thirty-fourth
+sessions; before the packing, 0.97-1.18x and 1.20-1.94x).
 
 ``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``; ``PyGSampler``
 wraps it as a ``torch_geometric.sampler.BaseSampler`` so PyG's ``NodeLoader``
@@ -261,8 +262,9 @@ class _CapturedHops:
     seeds in all, with the buffers it reads: ``seeds``, ``rng`` (per-hop,
     per-sub-batch Philox seeds) and, for K > 1, ``batch_ptr`` (the seeds'
     sub-batches are worked out from it in the graph) are written before
-    each replay; ``hops`` are overwritten by it. How the seeds split among the K sub-batches lives in those
-    buffers, so one graph serves every split of the same total."""
+    each replay; ``hops`` are overwritten by it. How the seeds split among
+    the K sub-batches lives in those buffers, so one graph serves every
+    split of the same total."""
 
     def __init__(self, sampler: "NeighborSampler", batch_size: int, num_batches: int = 1):
         device = self.device = sampler.device
