@@ -66,10 +66,19 @@ def test_classify_matches_reference(device, graph, fanout, replace, num_batches,
     cold = graph.indptr.clone()
     cold[:num_hot] = -(10**9)
     hot = graph.indptr[:num_hot + 1].to(device) if num_hot else None
+    sort_by_node = data.draw(st.booleans())  # row bounds read in node-id order: the same outputs
     got = classify_frontier((cold if num_hot else graph.indptr).to(device), frontier.to(device),
                             count.to(device), fanout, replace, None if batch is None else batch.to(device),
-                            None if batch_ptr is None else batch_ptr.to(device), hot_indptr=hot, block=block)
+                            None if batch_ptr is None else batch_ptr.to(device), hot_indptr=hot, block=block,
+                            sort_by_node=sort_by_node)
     want = reference.classify_frontier(graph.indptr, frontier, count, fanout, replace, batch, batch_ptr)
+    if sort_by_node and got.visit is not None:  # (the pure-torch path reads in frontier order)
+        visit = got.visit.cpu()
+        assert torch.equal(visit.sort().values, torch.arange(n + slack))  # a permutation of the slots
+        assert bool((visit[:n] < n).all())                                # the valid ones first
+        assert bool((frontier[visit[:n]].diff() >= 0).all())              # in node-id order
+    else:
+        assert got.visit is None
     assert torch.equal(got.row_start[:n].cpu(), want.row_start)
     assert torch.equal(got.degree[:n].cpu(), want.degree)
     assert torch.equal(got.offsets[:n].cpu(), want.offsets)  # the multi-block scan of the counts

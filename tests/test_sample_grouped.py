@@ -22,12 +22,13 @@ from graphs import csc_from_degrees, graphs
 from test_sample import chi_square, chi_square_critical
 from tritongnn import CSCGraph, NeighborSampler
 from tritongnn.kernels import sample_neighbors
+from tritongnn.kernels.sample import sorts_frontier
 
 GROUPED = ["grouped", "grouped_split", "fused"]
 
 
 def sample(graph, frontier, fanout, replace, device, method, d_max=64, seed=0, return_eid=True,
-           index_dtype=torch.int32, num_hot=None, slack=5):
+           index_dtype=torch.int32, num_hot=None, slack=5, sort_frontier=None):
     """One hop of ``method`` over ``frontier`` (CPU int64), with ``slack``
     garbage slots after it (ids far out of range: an unmasked read crashes or
     shows). ``num_hot``: the first rows come from a GPU-style hot copy and the
@@ -45,7 +46,7 @@ def sample(graph, frontier, fanout, replace, device, method, d_max=64, seed=0, r
     hop = sample_neighbors(indptr.to(device), indices.to(device), padded,
                            torch.arange(n + slack, device=device) + 100, torch.tensor([n], device=device),
                            fanout, replace, torch.Generator().manual_seed(seed), return_eid=return_eid,
-                           method=method, d_max=d_max, **tiers)
+                           method=method, d_max=d_max, sort_frontier=sort_frontier, **tiers)
     e = int(hop.num_edges)
     eid = hop.eid[:e].cpu() if return_eid else None
     return hop.src[:e].cpu(), hop.dst[:e].cpu() - 100, eid
@@ -89,6 +90,46 @@ def test_grouped_matches_foundation(device, method, replace, case):
     assert expect[0].numel() > 0
     for a, b in zip(expect, got):
         assert (a is None and b is None) or torch.equal(a, b)
+
+
+@pytest.mark.parametrize("method", ["foundation", "grouped", "grouped_split"])
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize("case", [0, 1, 4, 5])  # without and with the adjacency cache
+def test_node_order_visits_change_no_edge(device, method, replace, case):
+    # sort_frontier: row bounds and rows read in node-id order (where rows
+    # cross PCIe); every edge still goes to its frontier position's slots with
+    # its position's draws. The frontier repeats nodes (equal keys side by side).
+    fanout, d_max, index_dtype, num_hot, return_eid = CASES[case]
+    graph, frontier = spanning_graph(fanout, d_max, seed=case)
+    args = (graph, frontier, fanout, replace, device)
+    kw = dict(d_max=d_max, seed=fanout, return_eid=return_eid, index_dtype=index_dtype, num_hot=num_hot)
+    expect = sample(*args, "foundation", sort_frontier=False, **kw)
+    got = sample(*args, method, sort_frontier=True, **kw)
+    assert expect[0].numel() > 0
+    for a, b in zip(expect, got):
+        assert (a is None and b is None) or torch.equal(a, b)
+
+
+def test_bad_sort_frontier():
+    graph, frontier = spanning_graph(3, 4)
+    args = (graph.indptr, graph.indices, frontier, frontier, torch.tensor([frontier.numel()]), 3)
+    with pytest.raises(ValueError, match="sort_frontier=True"):
+        sample_neighbors(*args, method="fused", sort_frontier=True)
+    with pytest.raises(TypeError, match="sort_frontier"):
+        sample_neighbors(*args, sort_frontier=1)
+    assert not sorts_frontier(graph.indptr, graph.indices, torch.device("cpu"))  # frontier order on the CPU
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_rows_through_uva_past_the_l2_are_read_in_node_order():
+    cuda = torch.device("cuda")
+    l2 = torch.cuda.get_device_properties(cuda).L2_cache_size
+    indptr = torch.zeros(2, dtype=torch.int64).pin_memory()
+    large = torch.empty(l2 // 4 + 1, dtype=torch.int32).pin_memory()
+    assert sorts_frontier(indptr, large, cuda)
+    assert not sorts_frontier(indptr, large[:16], cuda)  # stays in the L2
+    assert not sorts_frontier(indptr.to(cuda), large.to(cuda), cuda)  # GPU memory
 
 
 # Every compiled variant the random-graph test below draws from, each once:

@@ -101,14 +101,41 @@ def _global_exclusive(local, carry, b_j, mask, BLOCK: tl.constexpr):
     return b_local + tl.load(carry + b_j // BLOCK, mask=mask, other=0)
 
 
+@triton.jit(do_not_specialize=["bound", "num_hot"])
+def _bounds_kernel(
+    indptr,        # [N + 1] int64, GPU or pinned host
+    hot_indptr,    # [num_hot + 1] int64 GPU copy of indptr[:num_hot + 1] (if TIERED)
+    frontier,      # [bound] int64 global ids
+    visit,         # [bound] int64 frontier positions in the order their bounds are read
+    num_frontier,  # [1] int64 device scalar
+    row_start,     # [bound] int64 out: indptr[v], at the node's frontier position
+    degree,        # [bound] int64 out: indptr[v + 1] - indptr[v], likewise
+    bound,
+    num_hot,
+    TIERED: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    # ``classify_frontier(sort_by_node=True)``: the reads of ``indptr``
+    # follow ``visit`` (node-id order: monotone addresses, few host pages),
+    # the writes go back to frontier positions, in GPU memory.
+    i_v = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m_n = (i_v < bound) & (i_v < tl.load(num_frontier))
+    i_n = tl.load(visit + i_v, mask=m_n, other=0)
+    b_v = tl.load(frontier + i_n, mask=m_n, other=0)
+    b_start = _load_tiered(hot_indptr, indptr, b_v, num_hot, m_n, TIERED)
+    b_deg = _load_tiered(hot_indptr, indptr, b_v + 1, num_hot + 1, m_n, TIERED) - b_start
+    tl.store(row_start + i_n, b_start, mask=m_n)
+    tl.store(degree + i_n, b_deg, mask=m_n)
+
+
 @triton.jit(do_not_specialize=["num_blocks", "bound", "fanout", "num_hot"])
 def _classify_kernel(
     indptr,        # [N + 1] int64, GPU or pinned host
     hot_indptr,    # [num_hot + 1] int64 GPU copy of indptr[:num_hot + 1] (if TIERED)
     frontier,      # [bound] int64 global ids
     num_frontier,  # [1] int64 device scalar: valid prefix of ``frontier``
-    row_start,     # [bound] int64 out: indptr[v]
-    degree,        # [bound] int64 out: indptr[v + 1] - indptr[v] (0 past num_frontier)
+    row_start,     # [bound] int64 out: indptr[v] (BOUNDS: in, written by _bounds_kernel)
+    degree,        # [bound] int64 out: indptr[v + 1] - indptr[v] (0 past num_frontier; BOUNDS: in)
     local_count,   # [bound + 1] int64 out: block-local exclusive scan of count
     local_full,    # [bound + 1] int64 out: block-local exclusive scan of the full flags
     block_sums,    # [2, num_blocks] int64 out: each block's count sum (row 0), full count (row 1)
@@ -119,19 +146,25 @@ def _classify_kernel(
     ALL: tl.constexpr,
     REPLACE: tl.constexpr,
     TIERED: tl.constexpr,
+    BOUNDS: tl.constexpr,  # row_start and degree of the valid nodes are given (_bounds_kernel)
     BLOCK: tl.constexpr,
 ):
     i_b = tl.program_id(0).to(tl.int64)
     i_n = i_b * BLOCK + tl.arange(0, BLOCK)  # [B] slots; slot ``bound`` is the end marker
     m_slot = i_n < bound
     m_n = m_slot & (i_n < tl.load(num_frontier))  # (a count past bound: bound, by m_slot)
-    b_v = tl.load(frontier + i_n, mask=m_n, other=0)
-    b_start = _load_tiered(hot_indptr, indptr, b_v, num_hot, m_n, TIERED)
-    b_deg = _load_tiered(hot_indptr, indptr, b_v + 1, num_hot + 1, m_n, TIERED) - b_start
+    if BOUNDS:
+        b_deg = tl.load(degree + i_n, mask=m_n, other=0)
+        tl.store(row_start + i_n, tl.zeros_like(i_n), mask=m_slot & ~m_n)
+        tl.store(degree + i_n, b_deg, mask=m_slot & ~m_n)
+    else:
+        b_v = tl.load(frontier + i_n, mask=m_n, other=0)
+        b_start = _load_tiered(hot_indptr, indptr, b_v, num_hot, m_n, TIERED)
+        b_deg = _load_tiered(hot_indptr, indptr, b_v + 1, num_hot + 1, m_n, TIERED) - b_start
+        tl.store(row_start + i_n, b_start, mask=m_slot)
+        tl.store(degree + i_n, b_deg, mask=m_slot)
     b_count, b_full = _count_and_class(b_deg, m_n, fanout, ALL, REPLACE)
     b_full = b_full.to(tl.int64)
-    tl.store(row_start + i_n, b_start, mask=m_slot)
-    tl.store(degree + i_n, b_deg, mask=m_slot)
     m_scan = i_n <= bound
     tl.store(local_count + i_n, tl.cumsum(b_count, axis=0) - b_count, mask=m_scan)
     tl.store(local_full + i_n, tl.cumsum(b_full, axis=0) - b_full, mask=m_scan)
@@ -319,6 +352,7 @@ def classify_frontier(
     batch_ptr: torch.Tensor | None = None,
     hot_indptr: torch.Tensor | None = None,
     block: int | None = None,
+    sort_by_node: bool = False,
 ) -> ClassifiedFrontier:
     """Classify a (super-)batch frontier into full and random nodes and place
     its output edges, with no atomic and no host synchronisation.
@@ -336,6 +370,12 @@ def classify_frontier(
         hot_indptr: the adjacency cache's ``indptr[:A + 1]`` on the GPU, or None.
         block: nodes per program of the scans (a power of two; tests force
             small blocks to cross many).
+        sort_by_node: read the row bounds in node-id order (``node_order``;
+            the order comes back as ``visit``, for the sampling kernels to
+            read the rows in it too), then classify and place in frontier
+            order: the same outputs as without it. Where ``indptr`` is read
+            through UVA, monotone addresses touch far fewer host pages
+            (``kernels.sample``, "Visit order").
 
     Returns:
         ``ClassifiedFrontier`` (row bounds, degrees, output offsets in
@@ -383,12 +423,33 @@ def classify_frontier(
     if not has_batch:
         frontier_batch = batch_ptr = frontier  # never read
     flags = dict(ALL=fanout == -1, REPLACE=bool(replace))
+    visit = node_order(frontier, num_frontier, indptr.numel() - 1) if sort_by_node else None
+    if visit is not None and bound:
+        _bounds_kernel[(triton.cdiv(bound, block),)](
+            indptr, hot_indptr, frontier, visit, num_frontier, row_start, degree, bound,
+            hot_indptr.numel() - 1, TIERED=tiered, BLOCK=block)
     _classify_kernel[(num_blocks,)](indptr, hot_indptr, frontier, num_frontier, row_start, degree,
                                     local_count, local_full, sums, num_blocks, bound, fanout,
-                                    hot_indptr.numel() - 1, TIERED=tiered, BLOCK=block, **flags)
+                                    hot_indptr.numel() - 1, TIERED=tiered, BOUNDS=visit is not None,
+                                    BLOCK=block, **flags)
     _carry_kernel[(2,)](sums, num_blocks, BLOCK=block)
     _place_kernel[(max(1, triton.cdiv(bound, block)),)](
         degree, local_count, local_full, sums, frontier_batch, batch_ptr, num_frontier, offsets, order,
         edge_ptr, num_full, num_blocks, bound, fanout, num_batches, HAS_BATCH=has_batch,
         BLOCK=block, BLOCK_K=min(128, block), **flags)
-    return ClassifiedFrontier(row_start, degree, offsets, order, edge_ptr, num_full)
+    return ClassifiedFrontier(row_start, degree, offsets, order, edge_ptr, num_full, visit)
+
+
+def node_order(frontier: torch.Tensor, num_frontier: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """``[bound]`` int64 frontier positions in node-id order, the
+    ``num_frontier`` valid ones first (the slots past them last, in any
+    order); equal ids (a node in several sub-batches) side by side. One
+    ``torch.sort`` on the device, no sync: int32 keys where every id fits
+    (half a 64-bit sort's radix passes)."""
+    bound = frontier.numel()
+    valid = torch.arange(bound, device=frontier.device) < num_frontier
+    narrow = num_nodes < 2**31 - 1
+    dtype = torch.int32 if narrow else torch.int64
+    # a slot past the valid prefix holds anything: masked before the cast
+    key = torch.where(valid, frontier, num_nodes).to(dtype)
+    return torch.sort(key).indices

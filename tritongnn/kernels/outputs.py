@@ -75,6 +75,9 @@ class ClassifiedFrontier:
         num_full: ``[K]`` int64 full nodes of each sub-batch (GARDEN's
             BoundPtr: ``order[batch_ptr[k] : batch_ptr[k] + num_full[k]]`` are
             sub-batch ``k``'s full nodes).
+        visit: with ``sort_by_node``, ``[bound]`` int64 frontier positions
+            in node-id order (valid prefix ``num_frontier``), the order the
+            row bounds were read in; else None.
     """
     row_start: torch.Tensor
     degree: torch.Tensor
@@ -82,3 +85,4 @@ class ClassifiedFrontier:
     order: torch.Tensor
     edge_ptr: torch.Tensor
     num_full: torch.Tensor
+    visit: torch.Tensor | None = None

@@ -57,6 +57,27 @@ GPU copies ``hot_indptr``/``hot_indices``; a node's row bounds and a
 position's neighbour are read from the GPU copy when ``v < A`` (position
 ``< indptr[A]``), else from the full arrays, usually in pinned host memory.
 
+Visit order. Through UVA the H200 reads host memory at a rate set by the
+distinct host pages a kernel's reads touch, not by their bytes
+(``kernels.gather``'s docstring); a frontier in sampling order touches one
+page a read. Where rows cross PCIe and the host arrays outgrow the L2
+(``sorts_frontier``), a hop therefore sorts its frontier by node id
+(``classify.node_order``, one ``torch.sort`` of 32-bit keys on the device),
+reads the row bounds in that order (``classify_frontier(sort_by_node=
+True)``) and the sampling kernels take their nodes in it (``visit``; the
+split kernels full nodes first, each part still sorted). Every output still
+goes to its frontier position's slots with its position's draws: the same
+edges, bit for bit. In a super-batch the K frontiers are sorted together, so
+a node of several sub-batches is read once into the L2 for all of them, and
+K frontiers touch each page more densely than one. Measured on an H200
+(``bench/results/README.md``, thirty-fifth session; 5x10^7 nodes, 10^9
+edges, batch 8000, [15, 10, 5]): the hops 5.2x (the third) and 2.3x (the
+second) faster for the foundation kernel, a whole batch 3.7x (29.6 -> 8.0
+ms); K = 8 then samples 1.39-1.61x as fast a batch as K = 1 over methods and
+runs (in frontier order 1.06-1.17x). On cnr2000, whose 16 MB of arrays stay in the L2, sorting
+only cost (hops 0.47-0.73x): there the frontier keeps its order. The fused
+kernel, whose look-back scan walks the frontier in order, does not sort.
+
 Sizes need not be known on the host: the frontier is a buffer of ``bound``
 slots of which the first ``num_frontier`` (a device scalar) are valid, so a
 whole multi-hop batch is sampled without one ``.item()`` in between.
@@ -341,6 +362,7 @@ def sample_neighbors(
     batch_ptr: torch.Tensor | None = None,
     method: str = "foundation",
     d_max: int = 64,
+    sort_frontier: bool | None = None,
 ) -> HopSample:
     """Sample up to ``fanout`` in-neighbours of every frontier node, for one
     batch or for the K sub-batches of a super-batch in one launch.
@@ -385,6 +407,11 @@ def sample_neighbors(
         d_max: widest row the grouped kernels stage (and the fused one,
             with ``FUSED_STAGE``), a power of two in [1, 1024]; hubs above
             it pick from memory.
+        sort_frontier: read the frontier's row bounds and rows in node-id
+            order (module docstring, "Visit order"; the same edges). None:
+            where rows are read through UVA (``sorts_frontier``). The fused
+            kernel reads in frontier order only: True with it raises
+            ValueError.
 
     Returns:
         ``HopSample``: edges grouped by target in frontier order (so by
@@ -406,9 +433,16 @@ def sample_neighbors(
         raise ValueError(f"fanout={fanout}: the kernels draw at most {MAX_FANOUT} neighbours per node "
                          f"(-1 takes them all)")
     check_method(method, d_max)
+    if sort_frontier is not None and not isinstance(sort_frontier, bool):
+        raise TypeError(f"sort_frontier must be True, False or None, got {sort_frontier!r}")
     device = frontier.device
+    if sort_frontier is None:  # (the fused kernel reads in frontier order)
+        sort_frontier = method != "fused" and sorts_frontier(indptr, indices, device)
     if method == "auto":
-        method = auto_method(indices, hot_indices, device)
+        method = auto_method(indices, hot_indices, device, sort_frontier)
+    if sort_frontier and method == "fused" and fanout >= 0:
+        raise ValueError("sort_frontier=True: method='fused' reads the frontier in its own order "
+                         "(its look-back scan); take another method or sort_frontier=None")
     num_batches = _check_batches(frontier, frontier_batch, batch_ptr, seed, device)
     check_dense_index(indptr, "indptr", (torch.int64,))
     check_dense_index(indices, "indices", (torch.int32, torch.int64))
@@ -460,7 +494,7 @@ def sample_neighbors(
             return HopSample(src, dst, eid if return_eid else None, edge_ptr[-1:], batch if has_batch else None,
                              edge_ptr)
     classified = classify_frontier(indptr, frontier, num_frontier, fanout, replace, frontier_batch, batch_ptr,
-                                   hot_indptr if tiered else None)
+                                   hot_indptr if tiered else None, sort_by_node=sort_frontier)
     edge_ptr = classified.edge_ptr
     num_edges = edge_ptr[-1:]
     if not has_batch:  # never read: the kernels' HAS_BATCH is off
@@ -495,8 +529,9 @@ def sample_neighbors(
                              edge_ptr)
         fanout_pad = next_power_of_2(fanout)
         block_nodes, num_warps = _launch_settings(fanout_pad)
+        order = classified.order if classified.visit is None else classified.visit
         _sample_kernel[(triton.cdiv(bound, block_nodes),)](
-            indices, hot_indices, frontier_local, classified.order, classified.row_start, classified.degree,
+            indices, hot_indices, frontier_local, order, classified.row_start, classified.degree,
             classified.offsets, frontier_batch, batch_ptr, num_frontier, src, dst, eid, batch, bound, seed,
             hot_indices.numel(), FANOUT=fanout, FANOUT_PAD=fanout_pad, REPLACE=replace,
             WRITE_EID=return_eid, TIERED=tiered, HAS_BATCH=has_batch, BLOCK_NODES=block_nodes,
@@ -504,29 +539,52 @@ def sample_neighbors(
     return HopSample(src, dst, eid if return_eid else None, num_edges, batch if has_batch else None, edge_ptr)
 
 
-def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None, device: torch.device) -> str:
+def sorts_frontier(indptr: torch.Tensor, indices: torch.Tensor, device: torch.device) -> bool:
+    """``sort_frontier=None``: whether a hop on ``device`` visits its frontier
+    in node-id order: where rows are read through UVA (``indices`` in host
+    memory; with an adjacency cache, its cold rows) and the host arrays
+    outgrow the GPU's L2 (below that, the rows read once stay in the L2 and
+    the sort only costs), if ``SORT_FRONTIER``."""
+    if not SORT_FRONTIER or device.type != "cuda" or indices.is_cuda:
+        return False
+    return indptr.nbytes + indices.nbytes > torch.cuda.get_device_properties(device).L2_cache_size
+
+
+def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None, device: torch.device,
+                sorted_visits: bool = False) -> str:
     """``method="auto"`` for a hop sampled on ``device``: ``"fused"`` where
-    every row is read from GPU memory, ``"grouped_split"`` (GARDEN's grouped
-    sampler, full and random nodes on two streams) where every row is read
-    from host memory through UVA, ``"foundation"`` where an adjacency cache
-    splits the rows between the two (hot rows in GPU memory, where the
-    grouped kernels are slower, the rest through UVA, where they are faster:
-    not measured yet) and under the interpreter.
+    every row is read from GPU memory; where every row is read from host
+    memory through UVA, ``"grouped"`` (GARDEN's grouped sampler, one kernel)
+    if the frontier is visited in node-id order (``sorted_visits``, what
+    ``sorts_frontier`` asks for past the L2), else ``"grouped_split"`` (its
+    full and random nodes on two streams); ``"foundation"`` where an
+    adjacency cache splits the rows between the two (hot rows in GPU
+    memory, where the grouped kernels are slower, the rest through UVA,
+    where they are faster: not measured yet) and under the interpreter.
 
     Measured on an H200 (``bench/results/README.md``): in GPU memory the
     fused hop is 1.53-2.17x the foundation's on both graphs (0abf2ca), the
     grouped kernels' 0.68-0.81x a batch (thirty-fourth session). Through
-    UVA, where PCIe bounds every kernel, the fused hop fell to 0.87x and
-    0.70x on the large graph's two larger hops, and the grouped_split hops
-    (one coalesced read of a staged row, fewer and larger PCIe requests than
-    its scattered picks) ran at 1.00-1.16x on both graphs (thirty-fourth
-    session)."""
+    UVA in frontier order, where host pages bound every kernel, the fused
+    hop fell to 0.87x and 0.70x on the large graph's two larger hops, and
+    the grouped_split hops (one coalesced read of a staged row, fewer and
+    larger PCIe requests than its scattered picks) ran at 1.00-1.16x on both
+    graphs (thirty-fourth session). In node-id order (thirty-fifth session,
+    the large graph) the grouped hops ran at 1.20 / 1.37 / 1.14x the
+    foundation's in the same order and grouped_split's at 0.98 / 1.03 /
+    0.96x: its two kernels walk the host pages twice, each half as densely;
+    a batch 1.19x the foundation's at K = 1 and at K = 8."""
     if device.type != "cuda" or hot_indices is not None:
         return "foundation"
+    if sorted_visits:
+        return "grouped"
     return "fused" if indices.is_cuda else "grouped_split"
 
 
 METHODS = ("auto", "foundation", "grouped", "grouped_split", "fused")
+# whether ``sort_frontier=None`` visits the frontier in node-id order where
+# rows are read through UVA (``sorts_frontier``; module docstring)
+SORT_FRONTIER = True
 # whether method="fused" stages rows of degree <= d_max (the grouped tile) or
 # reads every pick from memory (the foundation's tile). Off: staged, its
 # blocks are the grouped kernel's 16 nodes, and the hop ran at 0.37-0.51x

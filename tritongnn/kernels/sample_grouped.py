@@ -40,10 +40,13 @@ Why staging could pay, and where it does. Measured on an H200
 with adjacency in GPU memory, where Nsight Compute shows twice the useful
 bytes per sector and 10-15x fewer sectors per request but the foundation
 kernel is not bound by requests (``sample_fused`` shares this kernel's tile
-and its staging, off there). Through UVA, 1.00-1.16x a hop
-(``grouped_split``) and 1.35-1.38x a batch of the 10^9-edge graph
-(thirty-fourth session): ``method="auto"`` takes it where every row crosses
-PCIe.
+and its staging, off there). Through UVA, with the frontier in sampling
+order, 1.00-1.16x a hop (``grouped_split``) and 1.35-1.38x a batch of the
+10^9-edge graph (thirty-fourth session); with it in node-id order (where
+``sample.sorts_frontier`` sorts it, 3.7x faster for every kernel), this
+kernel in one launch 1.20 / 1.37 / 1.14x a hop and 1.19x a batch, the split
+pair 0.96-1.03x (thirty-fifth session). ``method="auto"`` takes the one or
+the other where every row crosses PCIe.
 
 - The staged load needs no random number, so it is issued *before* Floyd's
   arithmetic and its latency overlaps it; the foundation kernel can only
@@ -264,6 +267,20 @@ def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int
     return interpreted_block(block_nodes, max(16, min(1024, 65536 // width))), 4
 
 
+def _full_first(visit: torch.Tensor, degree: torch.Tensor, num_frontier: torch.Tensor, fanout: int):
+    """``(order, num_full)`` for the split kernels from a node-id ``visit``
+    order: every full node (degree <= fanout) first, then every random one,
+    each part still in node-id order (a stable partition: one scan of the
+    flags, one scatter; no sync), and ``[1]`` how many are full. Slots past
+    ``num_frontier`` keep their places."""
+    position = torch.arange(visit.numel(), device=visit.device)
+    full = (degree[visit] <= fanout) & (position < num_frontier)
+    full_before = torch.cumsum(full, 0)  # inclusive
+    num_full = full_before[-1:]
+    slot = torch.where(full, full_before - 1, num_full + position - full_before)
+    return torch.empty_like(visit).scatter_(0, slot, visit), num_full
+
+
 # A side stream per stream launching on it, not per GPU: a CUDA graph capture
 # on one stream takes in whatever lands on its side stream meanwhile, so the
 # eager launches of another thread (another loader's producer) must not
@@ -297,6 +314,15 @@ def launch_grouped(indices, hot_indices, frontier_local, classified, num_frontie
     as there."""
     row_start, degree, offsets = classified.row_start, classified.degree, classified.offsets
     bound = row_start.numel()
+    if classified.visit is None:
+        # per sub-batch its full nodes, then its random ones: a split takes
+        # the first sub-batch's full nodes as "full", the rest as "random"
+        # (whose kernel copies a full node's row as the other would)
+        order, num_full = classified.order, classified.num_full[:1]
+    elif split and not replace:
+        order, num_full = _full_first(classified.visit, degree, num_frontier, fanout)
+    else:
+        order, num_full = classified.visit, None
     fanout_pad = next_power_of_2(fanout)
     # The staged tile is at least as wide as the picks gathered from it:
     # Triton 3.6 fails to compile ``tl.gather`` from a [BN, D_MAX] tile into
@@ -313,14 +339,14 @@ def launch_grouped(indices, hot_indices, frontier_local, classified, num_frontie
         stage = replace or d_max > fanout
         block_nodes, num_warps = _launch_settings(fanout_pad, d_max, stage)
         _grouped_kernel[(triton.cdiv(bound, block_nodes),)](  # num_full: unused
-            *arrays, classified.order, num_frontier, *outputs, STAGE=stage, NODES="all",
+            *arrays, order, num_frontier, *outputs, STAGE=stage, NODES="all",
             BLOCK_NODES=block_nodes, num_warps=num_warps, **common)
         return
 
     def run(nodes, stage):
         block_nodes, num_warps = _launch_settings(fanout_pad, d_max, stage)
         _grouped_kernel[(triton.cdiv(bound, block_nodes),)](
-            *arrays, classified.order, classified.num_full, *outputs, STAGE=stage, NODES=nodes,
+            *arrays, order, num_full, *outputs, STAGE=stage, NODES=nodes,
             BLOCK_NODES=block_nodes, num_warps=num_warps, **common)
 
     device = row_start.device
