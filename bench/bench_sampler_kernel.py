@@ -6,7 +6,9 @@ lane with ``--fused-lanes 0``, and at other tile shapes, register caps and
 look-back windows with ``--fused-shapes``).
 
 For each graph (a synthetic Chung-Lu power law and the cnr2000 web crawl),
-adjacency placement (GPU memory, pinned host memory read through UVA) and hop
+adjacency placement (GPU memory, pinned host memory read through UVA, there
+with the frontier in sampling order and, ``--frontier-orders``, in node-id
+order: ``sort_frontier=True``, not for the fused kernel) and hop
 of ``--num-neighbors`` (fanouts 15, 10, 5 by default), the frontier is the one
 a real batch gives: ``--batch-size`` random seeds, then the new nodes of each
 hop as ``NeighborSampler`` finds them. One ``sample_neighbors`` call (the
@@ -53,6 +55,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import itertools
 import os
 import sys
 import time
@@ -95,6 +98,10 @@ def parse_args():
     parser.add_argument("--floor", type=int, default=1, choices=[0, 1],
                         help="also time the reads alone (module docstring); 0: not")
     parser.add_argument("--placements", nargs="+", default=["device", "host"], choices=["device", "host"])
+    parser.add_argument("--frontier-orders", nargs="+", default=["frontier", "sorted"],
+                        choices=["frontier", "sorted"],
+                        help="through UVA, each method's rows also read in node-id order (sort_frontier=True; "
+                             "not the fused kernel); ratios against the first order's foundation kernel")
     parser.add_argument("--out", default=None, help="append the record to this JSON file")
     parser.add_argument("--commit", default=None)
     args = parser.parse_args()
@@ -253,14 +260,16 @@ def bench_graph(name, graph, args, device, rows):
             degree = degree_all[frontier]
             full = int((degree <= fanout).sum())
 
-            def call(method, d_max, block_nodes, stage=plain, eid=True):
+            def call(method, d_max, block_nodes, stage=plain, eid=True, order="frontier"):
                 with tile_height(block_nodes), fused_staging(*stage):
                     return sample_neighbors(g.indptr, g.indices, frontier, local, num, fanout, args.replace,
-                                            return_eid=eid, seed=seed, method=method, d_max=d_max or 64)
+                                            return_eid=eid, seed=seed, method=method, d_max=d_max or 64,
+                                            sort_frontier=order == "sorted")
 
             def report(label, method, cold, warm, correct, wrong, d_max=None, block_nodes=None, mix="", **extra):
                 """One timed row of this hop, against the baseline's ``base``."""
                 rows.append(dict(graph=name, placement=placement, hop=hop + 1, fanout=fanout, frontier=n, edges=e,
+                                 frontier_order=extra.pop("order", "frontier"),
                                  method=method, d_max=d_max, foundation_block_nodes=block_nodes, full_nodes=full,
                                  ms_cold=cold, ms_warm=warm, medges_per_s_cold=e / cold / 1e3,
                                  medges_per_s_warm=e / warm / 1e3, speedup_cold=base[0] / cold,
@@ -273,25 +282,30 @@ def bench_graph(name, graph, args, device, rows):
             ref = call("foundation", None, None)
             e = int(ref.num_edges)
             ref = (ref.src[:e].clone(), ref.dst[:e].clone(), ref.eid[:e].clone())
-            for eid in args.return_eid:
-                base = None
-                for label, method, d_max, block_nodes, stage in configs:
-                    got = call(method, d_max, block_nodes, stage, bool(eid))
-                    correct = int(got.num_edges) == e and all(
-                        torch.equal(a, b[:e]) for a, b in zip(ref, (got.src, got.dst, got.eid)) if b is not None)
-                    del got
-                    cold, warm = timed(lambda: call(method, d_max, block_nodes, stage, bool(eid)), device) \
-                        if correct else (float("nan"),) * 2
-                    base = base or (cold, warm)
-                    extra, mix = {}, ""
-                    if d_max is not None:
-                        extra = dict(staged_random_nodes=int(((degree > fanout) & (degree <= d_max)).sum()),
-                                     hubs=int((degree > max(d_max, fanout)).sum()))
-                        mix = f"  (full {full / n:.0%}, staged {extra['staged_random_nodes'] / n:.0%}, " \
-                              f"hubs {extra['hubs'] / n:.0%})"
-                    report(label + ("" if eid else " no eid"), method, cold, warm, correct, "WRONG EDGES", d_max,
-                           block_nodes, mix, fused_stage=stage[0], fused_lanes=stage[1], return_eid=bool(eid),
-                           **extra)
+            orders = args.frontier_orders if placement == "host" else ["frontier"]
+            for eid, order, (label, method, d_max, block_nodes, stage) in itertools.product(
+                    args.return_eid, orders, configs):
+                if order == "sorted" and method == "fused":
+                    continue  # its look-back scan reads the frontier in its own order
+                if (order, label) == (orders[0], configs[0][0]):
+                    base = None  # each return_eid setting's first row is its baseline
+                label = label + (" sorted" if order == "sorted" else "")
+                got = call(method, d_max, block_nodes, stage, bool(eid), order)
+                correct = int(got.num_edges) == e and all(
+                    torch.equal(a, b[:e]) for a, b in zip(ref, (got.src, got.dst, got.eid)) if b is not None)
+                del got
+                cold, warm = timed(lambda: call(method, d_max, block_nodes, stage, bool(eid), order), device) \
+                    if correct else (float("nan"),) * 2
+                base = base or (cold, warm)
+                extra, mix = {}, ""
+                if d_max is not None:
+                    extra = dict(staged_random_nodes=int(((degree > fanout) & (degree <= d_max)).sum()),
+                                 hubs=int((degree > max(d_max, fanout)).sum()))
+                    mix = f"  (full {full / n:.0%}, staged {extra['staged_random_nodes'] / n:.0%}, " \
+                          f"hubs {extra['hubs'] / n:.0%})"
+                report(label + ("" if eid else " no eid"), method, cold, warm, correct, "WRONG EDGES", d_max,
+                       block_nodes, mix, fused_stage=stage[0], fused_lanes=stage[1], return_eid=bool(eid),
+                       order=order, **extra)
             if args.floor:
                 eid = ref[2]
                 degree, got = picks_floor(g.indptr, g.indices, frontier, eid, e)

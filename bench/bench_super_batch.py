@@ -5,8 +5,9 @@ classifier, ``NeighborSampler.sample_many``).
 One run, every number side by side: for each graph (a Chung-Lu power-law
 graph, by default 5x10^7 nodes and 10^9 edges; the cnr2000 web crawl), each
 adjacency placement (GPU memory; pinned host memory read through UVA), each
-``num_neighbors`` ([15, 10, 5] and GARDEN's DGL-order [5, 10, 15]) and each K
-(1, 2, 4, 8, 16), it samples the epoch's batches of ``--batch-size`` seeds K
+``num_neighbors`` ([15, 10, 5] and GARDEN's DGL-order [5, 10, 15]), each K
+(1, 2, 4, 8, 16) and, through UVA, each frontier order (``--frontier-orders``:
+the package's rule, always node-id order, or never), it samples the epoch's batches of ``--batch-size`` seeds K
 at a time with the multi-hop sampler alone (sampling and id mapping, the
 per-batch split included; no feature gather, no model) and reports
 
@@ -44,6 +45,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
+import itertools
 import os
 import statistics
 import sys
@@ -56,12 +58,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tritongnn import CSCGraph, NeighborSampler  # noqa: E402
 from tritongnn.datasets import chung_lu, load_npz  # noqa: E402
 from tritongnn.kernels import id_map as id_map_module  # noqa: E402
+from tritongnn.kernels import sample as sample_module  # noqa: E402
 from tritongnn.kernels.sample import METHODS  # noqa: E402
 from tritongnn.sampling import sampler as sampler_module  # noqa: E402
 from _record import append_record, new_record  # noqa: E402
 from bench_loader import sync  # noqa: E402
 
 GB = 2**30
+# --frontier-orders: sample_neighbors' choice where it is not told
+SORTS_FRONTIER = dict(auto=sample_module.sorts_frontier,
+                      sorted=lambda indptr, indices, device: not indices.is_cuda,
+                      frontier=lambda indptr, indices, device: False)
 CNR2000 = Path(__file__).resolve().parents[2] / "shared" / "data" / "cnr2000.npz"  # shared/ beside the checkout
 
 
@@ -201,6 +208,11 @@ def main():
     parser.add_argument("--methods", nargs="+", default=["foundation", "grouped", "fused"], choices=METHODS,
                         help="sampling kernels (auto: the sampler's default for the placement)")
     parser.add_argument("--d-max", type=int, default=64, help="grouped kernels: staged rows up to this degree")
+    parser.add_argument("--frontier-orders", nargs="+", default=["auto"], choices=["auto", "sorted", "frontier"],
+                        help="through UVA, each a configuration: each hop's row bounds and rows read in node-id "
+                             "order where the package's rule says so (auto: sample.sorts_frontier, host arrays "
+                             "past the L2), always (sorted) or never (frontier); in GPU memory rows are read "
+                             "in frontier order (one configuration)")
     parser.add_argument("--batch-size", type=int, default=8000)
     parser.add_argument("--max-batches", type=int, default=480,
                         help="batches per timed pass (0: the whole epoch); times are scaled to the epoch")
@@ -254,22 +266,26 @@ def main():
         batches, epoch_len = epoch_batches(seeds, args.batch_size, args.max_batches)
         for placement in args.placements:
             placed = graph.pin_memory() if placement == "host" else graph
-            for fanouts in fanout_lists:
-                for k in args.ks:
-                    for method in args.methods:
-                        row = run_config(placed, batches, epoch_len, fanouts, k, method, args, device)
-                        row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=placement,
-                                   num_neighbors=fanouts, method=method, batch_size=args.batch_size,
-                                   batches_timed=len(batches), batches_per_epoch=epoch_len)
-                        rows.append(row)
-                        print(f"{name} {placement} {fanouts} K={k} {method}: {row['epoch_seconds']:.3f} s/epoch, "
-                              f"{row['ms_per_batch']:.2f} ms/batch, peak {row['peak_gb']:.2f} GB, "
-                              f"correct={row['correct']}", flush=True)
-                        if row.get("kernels_ms_per_batch"):
-                            kernels = row["kernels_ms_per_batch"]
-                            print(f"  {'GPU' if device.type == 'cuda' else 'CPU'} time {kernels['total']:.3f} "
-                                  f"ms/batch; top: " + ", ".join(f"{name[:40]} {ms:.3f}"
-                                                              for name, ms in kernels["top"].items()), flush=True)
+            orders = args.frontier_orders if placement == "host" else ["frontier"]
+            for fanouts, k, order, method in itertools.product(fanout_lists, args.ks, orders, args.methods):
+                sample_module.sorts_frontier = SORTS_FRONTIER[order]
+                row = run_config(placed, batches, epoch_len, fanouts, k, method, args, device)
+                row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=placement,
+                           num_neighbors=fanouts, method=method,
+                           frontier_order=order if order != "auto" else "auto:" + (
+                               "sorted" if sample_module.sorts_frontier(placed.indptr, placed.indices, device)
+                               else "frontier"),
+                           batch_size=args.batch_size, batches_timed=len(batches), batches_per_epoch=epoch_len)
+                rows.append(row)
+                print(f"{name} {placement} {fanouts} K={k} {order} {method}: "
+                      f"{row['epoch_seconds']:.3f} s/epoch, "
+                      f"{row['ms_per_batch']:.2f} ms/batch, peak {row['peak_gb']:.2f} GB, "
+                      f"correct={row['correct']}", flush=True)
+                if row.get("kernels_ms_per_batch"):
+                    kernels = row["kernels_ms_per_batch"]
+                    print(f"  {'GPU' if device.type == 'cuda' else 'CPU'} time {kernels['total']:.3f} "
+                          f"ms/batch; top: " + ", ".join(f"{name[:40]} {ms:.3f}"
+                                                      for name, ms in kernels["top"].items()), flush=True)
             del placed
         del graph, seeds
         gc.collect()
@@ -278,7 +294,7 @@ def main():
     # and against the foundation kernel at the same K
     def same(row, key_k, **fixed):
         return next((r for r in rows if all(r[k] == v for k, v in fixed.items()) and all(
-            r[key] == row[key] for key in ("graph", "placement", "num_neighbors") + key_k)), None)
+            r[key] == row[key] for key in ("graph", "placement", "num_neighbors", "frontier_order") + key_k)), None)
 
     for row in rows:
         base = same(row, ("method",), K=1)
@@ -293,7 +309,7 @@ def main():
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     scaled = "" if not args.max_batches else f" (timed over {args.max_batches} batches, scaled to the epoch)"
     print(f"\n{gpu}; batch {args.batch_size}; median of {args.repeats}{scaled}")
-    header = f"{'graph':9s} {'placement':9s} {'fanouts':11s} {'K':>3s} {'method':13s} {'s/epoch':>9s} " \
+    header = f"{'graph':9s} {'placement':9s} {'fanouts':11s} {'K':>3s} {'order':13s} {'method':13s} {'s/epoch':>9s} " \
              f"{'ms/batch':>9s} {'vs K=1':>8s} {'vs found':>8s} {'peak GB':>8s} {'growth':>8s} {'graphs':>6s} " \
              f"{'correct':>7s}"
     print(header)
@@ -302,7 +318,7 @@ def main():
 
     for r in rows:
         print(f"{r['graph']:9s} {r['placement']:9s} {','.join(map(str, r['num_neighbors'])):11s} {r['K']:3d} "
-              f"{r['method']:13s} {r['epoch_seconds']:9.3f} {r['ms_per_batch']:9.3f} "
+              f"{r['frontier_order']:13s} {r['method']:13s} {r['epoch_seconds']:9.3f} {r['ms_per_batch']:9.3f} "
               f"{number(r['speedup_vs_k1'], 8, suffix='x')} {number(r['speedup_vs_foundation'], 8, suffix='x')} "
               f"{r['peak_gb']:8.2f} {number(r['peak_growth_vs_k1'], 8, 100, '%')} {r['cuda_graphs']:6d} "
               f"{str(r['correct']):>7s}")
@@ -310,7 +326,7 @@ def main():
     for r in rows:
         if r["K"] != 8:
             continue
-        key = f"{r['graph']} {r['placement']} {r['num_neighbors']} {r['method']}"
+        key = f"{r['graph']} {r['placement']} {r['num_neighbors']} {r['frontier_order']} {r['method']}"
         if not r["correct"]:
             print(f"K=8 / K=1 {key}: not reported, the correctness check failed")
             continue
@@ -327,7 +343,7 @@ def main():
         columns = ["graph", "nodes", "edges", "placement", "num_neighbors", "method", "batch_size", "K",
                    "batches_timed", "batches_per_epoch", "median_seconds", "epoch_seconds", "ms_per_batch",
                    "speedup_vs_k1", "speedup_vs_foundation",
-                   "peak_gb", "peak_growth_vs_k1", "cuda_graphs", "correct"]
+                   "peak_gb", "peak_growth_vs_k1", "cuda_graphs", "correct", "frontier_order"]
         new_file = not os.path.exists(args.csv)
         with open(args.csv, "a", newline="") as f:
             w = csv.writer(f)
