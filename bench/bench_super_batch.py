@@ -67,8 +67,8 @@ from bench_loader import sync  # noqa: E402
 GB = 2**30
 # --frontier-orders: sample_neighbors' choice where it is not told
 SORTS_FRONTIER = dict(auto=sample_module.sorts_frontier,
-                      sorted=lambda indptr, indices, device: not indices.is_cuda,
-                      frontier=lambda indptr, indices, device: False)
+                      sorted=lambda indptr, indices, device, tiered=False: not indices.is_cuda,
+                      frontier=lambda indptr, indices, device, tiered=False: False)
 CNR2000 = Path(__file__).resolve().parents[2] / "shared" / "data" / "cnr2000.npz"  # shared/ beside the checkout
 
 

@@ -130,6 +130,7 @@ def test_rows_through_uva_past_the_l2_are_read_in_node_order():
     assert sorts_frontier(indptr, large, cuda)
     assert not sorts_frontier(indptr, large[:16], cuda)  # stays in the L2
     assert not sorts_frontier(indptr.to(cuda), large.to(cuda), cuda)  # GPU memory
+    assert not sorts_frontier(indptr, large, cuda, tiered=True)  # the adjacency cache's mix: not measured
 
 
 # Every compiled variant the random-graph test below draws from, each once:

@@ -60,8 +60,8 @@ position's neighbour are read from the GPU copy when ``v < A`` (position
 Visit order. Through UVA the H200 reads host memory at a rate set by the
 distinct host pages a kernel's reads touch, not by their bytes
 (``kernels.gather``'s docstring); a frontier in sampling order touches one
-page a read. Where rows cross PCIe and the host arrays outgrow the L2
-(``sorts_frontier``), a hop therefore sorts its frontier by node id
+page a read. Where every row crosses PCIe and the host arrays outgrow the
+L2 (``sorts_frontier``), a hop therefore sorts its frontier by node id
 (``classify.node_order``, one ``torch.sort`` of 32-bit keys on the device),
 reads the row bounds in that order (``classify_frontier(sort_by_node=
 True)``) and the sampling kernels take their nodes in it (``visit``; the
@@ -402,14 +402,17 @@ def sample_neighbors(
             (``kernels.sample_fused``) does the classification, placement and
             draws in one launch;
             ``"auto"``: ``"fused"`` where every row is in GPU memory,
-            ``"grouped_split"`` where every row is in host memory, else
-            ``"foundation"`` (``auto_method``). The CPU reference ignores it.
+            where every row is in host memory ``"grouped"`` if the frontier
+            is read in node-id order, else ``"grouped_split"``, and
+            ``"foundation"`` otherwise (``auto_method``). The CPU reference
+            ignores it.
         d_max: widest row the grouped kernels stage (and the fused one,
             with ``FUSED_STAGE``), a power of two in [1, 1024]; hubs above
             it pick from memory.
         sort_frontier: read the frontier's row bounds and rows in node-id
             order (module docstring, "Visit order"; the same edges). None:
-            where rows are read through UVA (``sorts_frontier``). The fused
+            where every row is read through UVA and the host arrays outgrow
+            the L2 (``sorts_frontier``). The fused
             kernel reads in frontier order only: True with it raises
             ValueError.
 
@@ -437,7 +440,8 @@ def sample_neighbors(
         raise TypeError(f"sort_frontier must be True, False or None, got {sort_frontier!r}")
     device = frontier.device
     if sort_frontier is None:  # (the fused kernel reads in frontier order)
-        sort_frontier = method != "fused" and sorts_frontier(indptr, indices, device)
+        sort_frontier = method != "fused" and sorts_frontier(
+            indptr, indices, device, tiered=hot_indptr is not None or hot_indices is not None)
     if method == "auto":
         method = auto_method(indices, hot_indices, device, sort_frontier)
     if sort_frontier and method == "fused" and fanout >= 0:
@@ -539,13 +543,15 @@ def sample_neighbors(
     return HopSample(src, dst, eid if return_eid else None, num_edges, batch if has_batch else None, edge_ptr)
 
 
-def sorts_frontier(indptr: torch.Tensor, indices: torch.Tensor, device: torch.device) -> bool:
+def sorts_frontier(indptr: torch.Tensor, indices: torch.Tensor, device: torch.device, tiered: bool = False) -> bool:
     """``sort_frontier=None``: whether a hop on ``device`` visits its frontier
-    in node-id order: where rows are read through UVA (``indices`` in host
-    memory; with an adjacency cache, its cold rows) and the host arrays
-    outgrow the GPU's L2 (below that, the rows read once stay in the L2 and
-    the sort only costs), if ``SORT_FRONTIER``."""
-    if not SORT_FRONTIER or device.type != "cuda" or indices.is_cuda:
+    in node-id order: where every row is read through UVA (``indices`` in
+    host memory, no adjacency cache) and the host arrays outgrow the GPU's
+    L2 (below that, the rows read once stay in the L2 and the sort only
+    costs), if ``SORT_FRONTIER``. With the adjacency cache (``tiered``: hot
+    rows in GPU memory, the rest through UVA) the frontier keeps its order:
+    that mix is not measured yet (``sort_frontier=True`` asks for it)."""
+    if not SORT_FRONTIER or tiered or device.type != "cuda" or indices.is_cuda:
         return False
     return indptr.nbytes + indices.nbytes > torch.cuda.get_device_properties(device).L2_cache_size
 
