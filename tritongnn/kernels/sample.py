@@ -73,10 +73,12 @@ K frontiers touch each page more densely than one. Measured on an H200
 (``bench/results/README.md``, thirty-fifth session; 5x10^7 nodes, 10^9
 edges, batch 8000, [15, 10, 5]): the hops 5.2x (the third) and 2.3x (the
 second) faster for the foundation kernel, a whole batch 3.7x (29.6 -> 8.0
-ms); K = 8 then samples 1.39-1.61x as fast a batch as K = 1 over methods and
-runs (in frontier order 1.06-1.17x). On cnr2000, whose 16 MB of arrays stay in the L2, sorting
-only cost (hops 0.47-0.73x): there the frontier keeps its order. The fused
-kernel, whose look-back scan walks the frontier in order, does not sort.
+ms); K = 8 then samples 1.39-1.61x as fast a batch as K = 1 over methods
+and runs (in frontier order 1.06-1.17x). On cnr2000, whose 16 MB of arrays
+stay in the L2, sorting only cost (hops 0.47-0.73x): there the frontier
+keeps its order, as it does with the adjacency cache (not measured). The
+fused kernel, whose look-back scan walks the frontier in order, does not
+sort.
 
 Sizes need not be known on the host: the frontier is a buffer of ``bound``
 slots of which the first ``num_frontier`` (a device scalar) are valid, so a
@@ -412,9 +414,8 @@ def sample_neighbors(
         sort_frontier: read the frontier's row bounds and rows in node-id
             order (module docstring, "Visit order"; the same edges). None:
             where every row is read through UVA and the host arrays outgrow
-            the L2 (``sorts_frontier``). The fused
-            kernel reads in frontier order only: True with it raises
-            ValueError.
+            the L2 (``sorts_frontier``). The fused kernel reads in frontier
+            order only: True with it raises ValueError.
 
     Returns:
         ``HopSample``: edges grouped by target in frontier order (so by
@@ -589,7 +590,7 @@ def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None, device:
 
 METHODS = ("auto", "foundation", "grouped", "grouped_split", "fused")
 # whether ``sort_frontier=None`` visits the frontier in node-id order where
-# rows are read through UVA (``sorts_frontier``; module docstring)
+# every row is read through UVA (``sorts_frontier``; module docstring)
 SORT_FRONTIER = True
 # whether method="fused" stages rows of degree <= d_max (the grouped tile) or
 # reads every pick from memory (the foundation's tile). Off: staged, its
