@@ -7,9 +7,10 @@ graph, by default 5x10^7 nodes and 10^9 edges; the cnr2000 web crawl), each
 adjacency placement (GPU memory; pinned host memory read through UVA), each
 ``num_neighbors`` ([15, 10, 5] and GARDEN's DGL-order [5, 10, 15]), each K
 (1, 2, 4, 8, 16) and, through UVA, each frontier order (``--frontier-orders``:
-the package's rule, always node-id order, or never), it samples the epoch's batches of ``--batch-size`` seeds K
-at a time with the multi-hop sampler alone (sampling and id mapping, the
-per-batch split included; no feature gather, no model) and reports
+the package's rule, always node-id order, or never), it samples the epoch's
+batches of ``--batch-size`` seeds K at a time with the multi-hop sampler
+alone (sampling and id mapping, the per-batch split included; no feature
+gather, no model) and reports
 
 * seconds of sampling per epoch (median of ``--repeats`` timed passes after
   a warm-up that compiles the kernels and captures CUDA graphs where the
