@@ -79,6 +79,15 @@ def _load_tiered(hot, cold, b_idx, num_hot, mask, TIERED: tl.constexpr):
 
 
 @triton.jit
+def _row_bounds(indptr, hot_indptr, b_v, num_hot, mask, TIERED: tl.constexpr):
+    """``(indptr[v], indptr[v + 1] - indptr[v])`` of nodes ``b_v``: their
+    rows' start and degree, from the adjacency cache's copy for hot nodes."""
+    b_start = _load_tiered(hot_indptr, indptr, b_v, num_hot, mask, TIERED)
+    b_deg = _load_tiered(hot_indptr, indptr, b_v + 1, num_hot + 1, mask, TIERED) - b_start
+    return b_start, b_deg
+
+
+@triton.jit
 def _count_and_class(b_deg, m_n, fanout, ALL: tl.constexpr, REPLACE: tl.constexpr):
     """Neighbours drawn by each node and whether it is a full node (its whole
     row, no random draw); 0 and False outside ``m_n``."""
@@ -122,8 +131,7 @@ def _bounds_kernel(
     m_n = (i_v < bound) & (i_v < tl.load(num_frontier))
     i_n = tl.load(visit + i_v, mask=m_n, other=0)
     b_v = tl.load(frontier + i_n, mask=m_n, other=0)
-    b_start = _load_tiered(hot_indptr, indptr, b_v, num_hot, m_n, TIERED)
-    b_deg = _load_tiered(hot_indptr, indptr, b_v + 1, num_hot + 1, m_n, TIERED) - b_start
+    b_start, b_deg = _row_bounds(indptr, hot_indptr, b_v, num_hot, m_n, TIERED)
     tl.store(row_start + i_n, b_start, mask=m_n)
     tl.store(degree + i_n, b_deg, mask=m_n)
 
@@ -159,8 +167,7 @@ def _classify_kernel(
         tl.store(degree + i_n, b_deg, mask=m_slot & ~m_n)
     else:
         b_v = tl.load(frontier + i_n, mask=m_n, other=0)
-        b_start = _load_tiered(hot_indptr, indptr, b_v, num_hot, m_n, TIERED)
-        b_deg = _load_tiered(hot_indptr, indptr, b_v + 1, num_hot + 1, m_n, TIERED) - b_start
+        b_start, b_deg = _row_bounds(indptr, hot_indptr, b_v, num_hot, m_n, TIERED)
         tl.store(row_start + i_n, b_start, mask=m_slot)
         tl.store(degree + i_n, b_deg, mask=m_slot)
     b_count, b_full = _count_and_class(b_deg, m_n, fanout, ALL, REPLACE)

@@ -77,7 +77,7 @@ import triton
 import triton.language as tl
 
 from ._launch import interpreted_block, next_power_of_2
-from .classify import _count_and_class, _load_tiered
+from .classify import _count_and_class, _load_tiered, _row_bounds
 from .sample import _below, _floyd_lanes, _lane_words, _node_streams
 from .sample_grouped import _grouped_picks, _launch_settings as _grouped_settings, _write_edges
 
@@ -241,8 +241,7 @@ def _fused_kernel(
         i_n = first + tl.arange(0, BLOCK_NODES)  # [BN] frontier positions
         m_n = i_n < n
         b_v = tl.load(frontier + i_n, mask=m_n, other=0)
-        b_start = _load_tiered(hot_indptr, indptr, b_v, num_hot, m_n, TIERED)
-        b_deg = _load_tiered(hot_indptr, indptr, b_v + 1, num_hot + 1, m_n, TIERED) - b_start
+        b_start, b_deg = _row_bounds(indptr, hot_indptr, b_v, num_hot, m_n, TIERED)
         b_count, _ = _count_and_class(b_deg, m_n, FANOUT, False, REPLACE)
         b_inclusive = tl.cumsum(b_count, axis=0)
         block_sum = tl.sum(b_count, axis=0)
