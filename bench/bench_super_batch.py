@@ -7,7 +7,8 @@ graph, by default 5x10^7 nodes and 10^9 edges; the cnr2000 web crawl), each
 adjacency placement (GPU memory; pinned host memory read through UVA), each
 ``num_neighbors`` ([15, 10, 5] and GARDEN's DGL-order [5, 10, 15]), each K
 (1, 2, 4, 8, 16) and, through UVA, each frontier order (``--frontier-orders``:
-the package's rule, always node-id order, or never), it samples the epoch's
+the package's rule, always node-id order, never, or a letter a hop: ``FFS``
+sorts only the third hop's frontier), it samples the epoch's
 batches of ``--batch-size`` seeds K at a time with the multi-hop sampler
 alone (sampling and id mapping, the per-batch split included; no feature
 gather, no model) and reports
@@ -48,6 +49,7 @@ import csv
 import gc
 import itertools
 import os
+import re
 import statistics
 import sys
 import time
@@ -70,6 +72,19 @@ GB = 2**30
 SORTS_FRONTIER = dict(auto=sample_module.sorts_frontier,
                       sorted=lambda indptr, indices, device, tiered=False: not indices.is_cuda,
                       frontier=lambda indptr, indices, device, tiered=False: False)
+
+
+def order_rule(order: str, num_hops: int):
+    """``sample.sorts_frontier``'s stand-in for ``--frontier-orders order``:
+    a rule by name, or a pattern of one letter a hop (S sorted, F frontier
+    order; the hops are asked in order, every pass)."""
+    if order in SORTS_FRONTIER:
+        return SORTS_FRONTIER[order]
+    calls = itertools.count()
+    return lambda indptr, indices, device, tiered=False: \
+        not indices.is_cuda and order[next(calls) % num_hops] == "S"
+
+
 CNR2000 = Path(__file__).resolve().parents[2] / "shared" / "data" / "cnr2000.npz"  # shared/ beside the checkout
 
 
@@ -209,11 +224,11 @@ def main():
     parser.add_argument("--methods", nargs="+", default=["foundation", "grouped", "fused"], choices=METHODS,
                         help="sampling kernels (auto: the sampler's default for the placement)")
     parser.add_argument("--d-max", type=int, default=64, help="grouped kernels: staged rows up to this degree")
-    parser.add_argument("--frontier-orders", nargs="+", default=["auto"], choices=["auto", "sorted", "frontier"],
+    parser.add_argument("--frontier-orders", nargs="+", default=["auto"],
                         help="through UVA, each a configuration: each hop's row bounds and rows read in node-id "
-                             "order where the package's rule says so (auto: sample.sorts_frontier, host arrays "
-                             "past the L2), always (sorted) or never (frontier); in GPU memory rows are read "
-                             "in frontier order (one configuration)")
+                             "order where the package's rule says so (auto: sample.sorts_frontier), always "
+                             "(sorted), never (frontier), or per hop (a letter a hop, S sorted, F not: FFS); "
+                             "in GPU memory rows are read in frontier order (one configuration)")
     parser.add_argument("--batch-size", type=int, default=8000)
     parser.add_argument("--max-batches", type=int, default=480,
                         help="batches per timed pass (0: the whole epoch); times are scaled to the epoch")
@@ -258,6 +273,11 @@ def main():
     if 1 not in args.ks:
         args.ks = [1] + args.ks  # the baseline every ratio needs
     fanout_lists = [[int(f) for f in s.split(",")] for s in args.num_neighbors]
+    for order in args.frontier_orders:
+        if order not in SORTS_FRONTIER and not (re.fullmatch("[SF]+", order) and all(
+                len(order) == len(f) for f in fanout_lists)):
+            parser.error(f"--frontier-orders: {order!r} is neither auto, sorted, frontier nor a letter (S or F) "
+                         f"for each hop of every --num-neighbors list")
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "csv", "commit")}
     print(f"settings: {settings}", flush=True)
     t0 = time.perf_counter()
@@ -269,7 +289,7 @@ def main():
             placed = graph.pin_memory() if placement == "host" else graph
             orders = args.frontier_orders if placement == "host" else ["frontier"]
             for fanouts, k, order, method in itertools.product(fanout_lists, args.ks, orders, args.methods):
-                sample_module.sorts_frontier = SORTS_FRONTIER[order]
+                sample_module.sorts_frontier = order_rule(order, len(fanouts))
                 row = run_config(placed, batches, epoch_len, fanouts, k, method, args, device)
                 row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=placement,
                            num_neighbors=fanouts, method=method,
