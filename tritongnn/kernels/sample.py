@@ -75,8 +75,10 @@ edges, batch 8000, [15, 10, 5]): the hops 5.2x (the third) and 2.3x (the
 second) faster for the foundation kernel, a whole batch 3.7x (29.6 -> 8.0
 ms); K = 8 then samples 1.39-1.61x as fast a batch as K = 1 over methods
 and runs (in frontier order 1.03-1.17x). On cnr2000, whose 16 MB of arrays
-stay in the L2, sorting only cost (hops 0.47-0.73x): there the frontier
-keeps its order, as it does with the adjacency cache (not measured). The
+stay in the L2, sorting only cost (hops 0.47-0.73x; a super-batch of 8
+gained nothing from any of its hops sorted, thirty-sixth session): there
+the frontier keeps its order, as it does with the adjacency cache (not
+measured). The
 fused kernel, whose look-back scan walks the frontier in order, does not
 sort.
 
