@@ -78,9 +78,8 @@ and runs (in frontier order 1.03-1.17x). On cnr2000, whose 16 MB of arrays
 stay in the L2, sorting only cost (hops 0.47-0.73x; a super-batch of 8
 gained nothing from any of its hops sorted, thirty-sixth session): there
 the frontier keeps its order, as it does with the adjacency cache (not
-measured). The
-fused kernel, whose look-back scan walks the frontier in order, does not
-sort.
+measured). The fused kernel, whose look-back scan walks the frontier in
+order, does not sort.
 
 Sizes need not be known on the host: the frontier is a buffer of ``bound``
 slots of which the first ``num_frontier`` (a device scalar) are valid, so a
