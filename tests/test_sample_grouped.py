@@ -122,6 +122,22 @@ def test_bad_sort_frontier():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("method", ["auto", "foundation"])
+def test_bad_arrays_on_the_gpu_are_named_before_the_visit_rule(method):
+    # on a GPU the visit-order rule and "auto" read where the arrays live and
+    # their sizes: a wrong array is named first, not met as an AttributeError
+    cuda = torch.device("cuda")
+    graph, frontier = spanning_graph(3, 4)
+    frontier = frontier.to(cuda)
+    args = (frontier, frontier, torch.tensor([frontier.numel()], device=cuda), 3)
+    for indptr, indices, name in [(graph.indptr.tolist(), graph.indices, "indptr"),
+                                  (graph.indptr.to(cuda), graph.indices.tolist(), "indices")]:
+        with pytest.raises(TypeError, match=f"^{name} must be"):
+            sample_neighbors(indptr, indices, *args, method=method)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_rows_through_uva_past_the_l2_are_read_in_node_order():
     cuda = torch.device("cuda")
     l2 = torch.cuda.get_device_properties(cuda).L2_cache_size

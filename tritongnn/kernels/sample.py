@@ -441,6 +441,13 @@ def sample_neighbors(
     if sort_frontier is not None and not isinstance(sort_frontier, bool):
         raise TypeError(f"sort_frontier must be True, False or None, got {sort_frontier!r}")
     device = frontier.device
+    num_batches = _check_batches(frontier, frontier_batch, batch_ptr, seed, device)
+    check_dense_index(indptr, "indptr", (torch.int64,))
+    check_dense_index(indices, "indices", (torch.int32, torch.int64))
+    if hot_indptr is not None and hot_indices is not None:
+        check_dense_index(hot_indptr, "hot_indptr", (torch.int64,))
+        check_dense_index(hot_indices, "hot_indices", (torch.int32, torch.int64))
+    # after the checks: the rule and auto read the arrays' placement and sizes
     if sort_frontier is None:  # (the fused kernel reads in frontier order)
         sort_frontier = method != "fused" and sorts_frontier(
             indptr, indices, device, tiered=hot_indptr is not None or hot_indices is not None)
@@ -449,12 +456,6 @@ def sample_neighbors(
     if sort_frontier and method == "fused" and fanout >= 0:
         raise ValueError("sort_frontier=True: method='fused' reads the frontier in its own order "
                          "(its look-back scan); take another method or sort_frontier=None")
-    num_batches = _check_batches(frontier, frontier_batch, batch_ptr, seed, device)
-    check_dense_index(indptr, "indptr", (torch.int64,))
-    check_dense_index(indices, "indices", (torch.int32, torch.int64))
-    if hot_indptr is not None and hot_indices is not None:
-        check_dense_index(hot_indptr, "hot_indptr", (torch.int64,))
-        check_dense_index(hot_indices, "hot_indices", (torch.int32, torch.int64))
     if not use_triton(device):
         return reference.sample_neighbors(indptr, indices, frontier, frontier_local, num_frontier, fanout,
                                           replace, generator, return_eid, frontier_batch, batch_ptr)
