@@ -73,6 +73,9 @@ SORTS_FRONTIER = dict(auto=sample_module.sorts_frontier,
                       sorted=lambda indptr, indices, device, tiered=False: not indices.is_cuda,
                       frontier=lambda indptr, indices, device, tiered=False: False)
 
+# --seen-filters: id_map.SEEN_MIN_NODES for each choice
+SEEN_MIN_NODES = dict(auto=id_map_module.SEEN_MIN_NODES, on=0, off=1 << 62)
+
 
 def order_rule(order: str, num_hops: int):
     """``sample.sorts_frontier``'s stand-in for ``--frontier-orders order``:
@@ -249,6 +252,9 @@ def main():
                              "(package: 23)")
     parser.add_argument("--direct-max-gb", type=float, default=None,
                         help="id_map.DIRECT_MAX_BYTES: the largest direct id-map table (package: 4 GiB)")
+    parser.add_argument("--seen-filters", nargs="+", default=["auto"], choices=["auto", "on", "off"],
+                        help="id_map.SEEN_MIN_NODES per run: the package's rule (auto), 0 (on) or never "
+                             "(off); repeat to interleave")
     parser.add_argument("--out", default=None, help="append the record to this JSON file")
     parser.add_argument("--csv", default=None, help="append one row per configuration here")
     parser.add_argument("--commit", default=None)
@@ -288,17 +294,22 @@ def main():
         for placement in args.placements:
             placed = graph.pin_memory() if placement == "host" else graph
             orders = args.frontier_orders if placement == "host" else ["frontier"]
-            for fanouts, k, order, method in itertools.product(fanout_lists, args.ks, orders, args.methods):
+            for fanouts, k, order, method, (run, seen) in itertools.product(
+                    fanout_lists, args.ks, orders, args.methods, enumerate(args.seen_filters)):
                 sample_module.sorts_frontier = order_rule(order, len(fanouts))
+                id_map_module.SEEN_MIN_NODES = SEEN_MIN_NODES[seen]
                 row = run_config(placed, batches, epoch_len, fanouts, k, method, args, device)
                 row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=placement,
                            num_neighbors=fanouts, method=method,
                            frontier_order=order if order != "auto" else "auto:" + (
                                "sorted" if sample_module.sorts_frontier(placed.indptr, placed.indices, device)
                                else "frontier"),
-                           batch_size=args.batch_size, batches_timed=len(batches), batches_per_epoch=epoch_len)
+                           batch_size=args.batch_size, batches_timed=len(batches), batches_per_epoch=epoch_len,
+                           seen_filter=seen if seen != "auto" else "auto:" + (
+                               "on" if id_map_module.seen_filters(graph.num_nodes, device) else "off"),
+                           seen_run=run)
                 rows.append(row)
-                print(f"{name} {placement} {fanouts} K={k} {order} {method}: "
+                print(f"{name} {placement} {fanouts} K={k} {order} {method} seen {row['seen_filter']}: "
                       f"{row['epoch_seconds']:.3f} s/epoch, "
                       f"{row['ms_per_batch']:.2f} ms/batch, peak {row['peak_gb']:.2f} GB, "
                       f"correct={row['correct']}", flush=True)
@@ -315,7 +326,8 @@ def main():
     # and against the foundation kernel at the same K
     def same(row, key_k, **fixed):
         return next((r for r in rows if all(r[k] == v for k, v in fixed.items()) and all(
-            r[key] == row[key] for key in ("graph", "placement", "num_neighbors", "frontier_order") + key_k)), None)
+            r[key] == row[key] for key in ("graph", "placement", "num_neighbors", "frontier_order", "seen_run")
+            + key_k)), None)
 
     for row in rows:
         base = same(row, ("method",), K=1)
@@ -330,7 +342,8 @@ def main():
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     scaled = "" if not args.max_batches else f" (timed over {args.max_batches} batches, scaled to the epoch)"
     print(f"\n{gpu}; batch {args.batch_size}; median of {args.repeats}{scaled}")
-    header = f"{'graph':9s} {'placement':9s} {'fanouts':11s} {'K':>3s} {'order':13s} {'method':13s} {'s/epoch':>9s} " \
+    header = f"{'graph':9s} {'placement':9s} {'fanouts':11s} {'K':>3s} {'order':13s} {'method':13s} {'seen':8s} " \
+             f"{'s/epoch':>9s} " \
              f"{'ms/batch':>9s} {'vs K=1':>8s} {'vs found':>8s} {'peak GB':>8s} {'growth':>8s} {'graphs':>6s} " \
              f"{'correct':>7s}"
     print(header)
@@ -339,7 +352,8 @@ def main():
 
     for r in rows:
         print(f"{r['graph']:9s} {r['placement']:9s} {','.join(map(str, r['num_neighbors'])):11s} {r['K']:3d} "
-              f"{r['frontier_order']:13s} {r['method']:13s} {r['epoch_seconds']:9.3f} {r['ms_per_batch']:9.3f} "
+              f"{r['frontier_order']:13s} {r['method']:13s} {r['seen_filter']:8s} {r['epoch_seconds']:9.3f} "
+              f"{r['ms_per_batch']:9.3f} "
               f"{number(r['speedup_vs_k1'], 8, suffix='x')} {number(r['speedup_vs_foundation'], 8, suffix='x')} "
               f"{r['peak_gb']:8.2f} {number(r['peak_growth_vs_k1'], 8, 100, '%')} {r['cuda_graphs']:6d} "
               f"{str(r['correct']):>7s}")
@@ -347,7 +361,8 @@ def main():
     for r in rows:
         if r["K"] != 8:
             continue
-        key = f"{r['graph']} {r['placement']} {r['num_neighbors']} {r['frontier_order']} {r['method']}"
+        key = f"{r['graph']} {r['placement']} {r['num_neighbors']} {r['frontier_order']} {r['method']} " \
+              f"seen {r['seen_filter']}" + (f" (run {r['seen_run']})" if len(args.seen_filters) > 1 else "")
         if not r["correct"]:
             print(f"K=8 / K=1 {key}: not reported, the correctness check failed")
             continue
@@ -364,7 +379,7 @@ def main():
         columns = ["graph", "nodes", "edges", "placement", "num_neighbors", "method", "batch_size", "K",
                    "batches_timed", "batches_per_epoch", "median_seconds", "epoch_seconds", "ms_per_batch",
                    "speedup_vs_k1", "speedup_vs_foundation",
-                   "peak_gb", "peak_growth_vs_k1", "cuda_graphs", "correct", "frontier_order"]
+                   "peak_gb", "peak_growth_vs_k1", "cuda_graphs", "correct", "frontier_order", "seen_filter"]
         new_file = not os.path.exists(args.csv)
         with open(args.csv, "a", newline="") as f:
             w = csv.writer(f)

@@ -7,14 +7,19 @@ from hypothesis import given, strategies as st
 from tritongnn.kernels import IdMap, reference
 from tritongnn.kernels import id_map as id_map_module
 
-@pytest.fixture(params=["direct", "direct_reread", "hash"])
+@pytest.fixture(params=["direct", "direct_reread", "direct_seen", "hash"])
 def kind(request, monkeypatch):
     """The map's kind; "direct_reread": a direct map whose flag pass reads
     the table back, not what its inserts found (``id_map.PRIOR_WORDS``
-    off)."""
+    off); "direct_seen": a direct map with the seen filter at any size
+    (``id_map.SEEN_MIN_NODES``; "direct" has none on these small graphs)."""
     if request.param == "direct_reread":
         monkeypatch.setattr(id_map_module, "PRIOR_WORDS", False)
         return "direct"
+    if request.param == "direct_seen":
+        monkeypatch.setattr(id_map_module, "SEEN_MIN_NODES", 0)
+        return "direct"
+    monkeypatch.setattr(id_map_module, "SEEN_MIN_NODES", 1 << 62)
     return request.param
 
 
@@ -142,11 +147,11 @@ def random_hops(num_nodes, seed_sizes, hop_sizes, device, seed=0):
     return seeds, (grouped(seed_sizes, device) if k > 1 else None), hops
 
 
-def assert_matches_reference(id_map, num_nodes, seeds, seeds_batch, hops):
-    got = run_hops(id_map, seeds, seeds_batch, hops)
+def assert_matches_reference(id_map, num_nodes, seeds, seeds_batch, hops, last=False):
+    got = run_hops(id_map, seeds, seeds_batch, hops, last)
     want = run_hops(reference.IdMap(num_nodes, id_map.num_batches, "cpu"), seeds.cpu(),
                     None if seeds_batch is None else seeds_batch.cpu(),
-                    [(c.cpu(), n.cpu(), None if b is None else b.cpu(), None) for c, n, b, _ in hops])
+                    [(c.cpu(), n.cpu(), None if b is None else b.cpu(), None) for c, n, b, _ in hops], last)
     assert len(got) == len(want)
     for a, b in zip(got, want):
         assert torch.equal(a, b)
@@ -253,6 +258,44 @@ def test_direct_map_refuses_positions_past_its_word(device, monkeypatch):
         m.start(seeds)
         m.insert(*hops[0][:2])
         m.insert(*hops[0][:2])
+
+
+def test_the_seen_filter_keeps_a_batch_s_only_candidates_off_the_table(device, monkeypatch):
+    # with the filter, a node met once in the batch (here in the last hop,
+    # which writes no local ids) never touches its word; nodes met twice,
+    # or met before, do; the batch still equals the reference's. Bits of
+    # every position of a filter word (node % 16 up to 15) are used.
+    monkeypatch.setattr(id_map_module, "SEEN_MIN_NODES", 0)
+    m = IdMap(40, 2, 16, device, kind="direct")
+    if m.direct is None:
+        pytest.skip("no Triton on this device")
+    seeds = torch.tensor([3, 15, 31, 15], device=device)
+    seeds_batch = torch.tensor([0, 0, 1, 1], device=device)
+    # sub-batch 0: 16 and 31 once, 3 (a seed) and 20 twice; sub-batch 1: 3 and 15 (a seed) once, 20 once
+    cand = torch.tensor([16, 3, 20, 31, 20, 3, 3, 15, 20], device=device)
+    cand_batch = torch.tensor([0, 0, 0, 0, 0, 0, 1, 1, 1], device=device)
+    hops = [(cand, torch.tensor([9], device=device), cand_batch, None)]
+    assert_matches_reference(m, 40, seeds, seeds_batch, hops, last=True)
+    tag = int(m.direct.tag)
+    words = m.table.cpu()
+    touched = {(b, v) for b in range(2) for v in range(40) if int(words[b * 40 + v]) >> 37 == tag}
+    assert touched == {(0, 3), (0, 15), (0, 20), (1, 31), (1, 15)}
+    bits = m._seen.cpu()
+    state = {(b, v): (int(bits[(b * 40 + v) >> 4]) >> (2 * ((b * 40 + v) & 15))) & 3
+             for b, v in [(0, 16), (0, 31), (0, 20), (0, 3), (0, 15), (1, 3), (1, 20), (1, 15), (0, 7)]}
+    assert state == {(0, 16): 1, (0, 31): 1, (0, 20): 3, (0, 3): 3, (0, 15): 1, (1, 3): 1, (1, 20): 1, (1, 15): 3,
+                     (0, 7): 0}
+
+
+def test_the_seen_filter_follows_the_l2(monkeypatch):
+    # by default: where one sub-batch's words take more than twice the L2,
+    # on a GPU; never without one (nor without PRIOR_WORDS)
+    monkeypatch.setattr(id_map_module, "SEEN_MIN_NODES", None)
+    assert not id_map_module.seen_filters(10**9, "cpu")
+    monkeypatch.setattr(id_map_module, "SEEN_MIN_NODES", 100)
+    assert id_map_module.seen_filters(100, "cpu") and not id_map_module.seen_filters(99, "cpu")
+    monkeypatch.setattr(id_map_module, "PRIOR_WORDS", False)
+    assert not id_map_module.seen_filters(100, "cpu")
 
 
 def test_a_direct_table_given_to_a_hash_map_is_refused(device):

@@ -82,8 +82,9 @@ def test_node_order_visits_change_no_super_batch(device, method, monkeypatch):
 
 
 def test_direct_and_hash_id_maps_give_the_same_batches(device, monkeypatch):
-    # the sampler's maps on its one direct table (where it fits) or on hash
-    # tables: the same batches, alone and in super-batches, batch after batch
+    # the sampler's maps on its one direct table (where it fits; with and
+    # without the seen filter) or on hash tables: the same batches, alone
+    # and in super-batches, batch after batch
     from tritongnn.kernels import id_map
     data = random_data()
     graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True).to(device)
@@ -95,14 +96,21 @@ def test_direct_and_hash_id_maps_give_the_same_batches(device, monkeypatch):
         outs = [sampler.sample(s, gen) for s in seeds] + sampler.sample_many(seeds, gen) + \
             sampler.sample_many(seeds[:2], gen)
         return outs, sampler
+    monkeypatch.setattr(id_map, "SEEN_MIN_NODES", 1 << 62)
     direct, sampler = batches()
-    if sampler._id_map is not None and sampler._id_map._ref is None:  # the kernels' maps (not the reference's)
+    kernels = sampler._id_map is not None and sampler._id_map._ref is None  # not the reference's map
+    if kernels:
         assert sampler._id_map.direct is not None and sampler._id_map.direct is sampler._direct
+        assert sampler._id_map._seen is None
+    monkeypatch.setattr(id_map, "SEEN_MIN_NODES", 0)
+    seen, sampler = batches()
+    assert not kernels or sampler._id_map._seen is not None
     monkeypatch.setattr(id_map, "DIRECT_MAX_BYTES", 0)
     hashed, sampler = batches()
     assert sampler._direct is None
-    for a, b in zip(direct, hashed, strict=True):
+    for a, b, c in zip(direct, seen, hashed, strict=True):
         assert_same_output(a, b)
+        assert_same_output(a, c)
 
 
 def test_a_larger_direct_table_frees_the_old_one(device, monkeypatch):
@@ -418,11 +426,14 @@ def test_bad_super_batch(super_batch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("placement", ["device", "host"])
-def test_super_batch_cuda_graph_replay_matches_eager(placement):
+@pytest.mark.parametrize("placement, seen", [("device", False), ("host", False), ("device", True)])
+def test_super_batch_cuda_graph_replay_matches_eager(placement, seen, monkeypatch):
     # Captured super-batches (one graph per (K, total seeds)) replay the very
     # batches of eager single-batch sampling, super-batch after super-batch,
-    # for a full and a short last super-batch.
+    # for a full and a short last super-batch; ``seen``: the replays'
+    # direct map keeps the seen filter (zeroed in the graph), the eager one not.
+    from tritongnn.kernels import id_map
+    monkeypatch.setattr(id_map, "SEEN_MIN_NODES", 1 << 62)
     data = random_data(num_nodes=20_000, num_edges=400_000)
     graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True).to("cuda")
     graph = graph.pin_memory() if placement == "host" else graph
@@ -431,12 +442,15 @@ def test_super_batch_cuda_graph_replay_matches_eager(placement):
     eager = NeighborSampler(graph, [6, 4, 3], device="cuda", return_eid=True, cuda_graph=False)
     gen = torch.Generator().manual_seed(3)
     want = [eager.sample(b, gen) for b in batches]
+    if seen:
+        monkeypatch.setattr(id_map, "SEEN_MIN_NODES", 0)
     sampler = NeighborSampler(graph, [6, 4, 3], device="cuda", return_eid=True, cuda_graph=True)
     gen = torch.Generator().manual_seed(3)
     got = []
     for first in range(0, len(batches), 4):
         got += sampler.sample_many(batches[first:first + 4], gen)
     assert sampler._captured[(4, 1024)] is not None and sampler._captured[(3, 612)] is not None
+    assert (sampler._captured[(4, 1024)].id_map._seen is not None) == seen
     for a, b in zip(want, got):
         assert_same_output(a, b)
 

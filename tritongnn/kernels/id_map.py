@@ -56,6 +56,19 @@ candidate that reads a local word (kind 1) takes its id: a node of an
 earlier hop, or one of this hop whose representative wrote its word first,
 which is the id the candidate would compute.
 
+On a graph whose words outgrow the L2 the direct map also keeps a **seen
+filter** (``SEEN_MIN_NODES``): two bits a key in an int32 array 1/32 the
+words' size (12.5 MB a sub-batch at 5x10^7 nodes), which the L2 holds.
+Before a hop's insert, ``_seen_kernel`` sets each candidate's first bit and,
+where the bit was already set, its second: after it, a key's bits read 1
+only for a node met once so far in the batch, in this hop. Such a
+candidate is its node's first occurrence and no earlier hop's node: the
+insert leaves the table alone (the random HBM atomic) and hands the flag
+pass an empty prior word, which makes it the representative. Only keys
+read 3 (an earlier hop's node, or several candidates of this hop) take the
+atomic. The seeds are marked the same way, so the filter is zeroed, not
+tagged, at each ``start``. Same ids, candidate for candidate.
+
 Hash table layout: one row of four words per slot (key, stamp, local id, unused),
 int32 where the keys fit (``K x num_nodes < 2^31 - 1``: 16 B a slot), else
 int64 (32 B). A row never straddles a 32 B sector, so a candidate's CAS and
@@ -115,6 +128,15 @@ TAG_MAX = (1 << 26) - 1      # batches between two clears of the table (a module
 # is ever beaten there (tests/test_id_map.py checks the protocol over any
 # order in Python).
 PRIOR_WORDS = True
+# The seen filter (module docstring) on direct maps of at least this many
+# nodes; None: where one sub-batch's words (8 B a node) take more than twice
+# the GPU's L2 (off under Triton's interpreter, where tests set it). It needs
+# ``PRIOR_WORDS`` (the flag pass then reads no table). Measured on the H200
+# (thirty-seventh session), 20 real batches' hops replayed (Chung-Lu 5x10^7
+# nodes, batch 8000, [15, 10, 5]): the insert 0.288 ms a batch, the filter
+# and an insert of the 24.5 % of candidates it leaves 0.229-0.235 (the
+# filter's L2 atomics alone 0.136).
+SEEN_MIN_NODES: int | None = None
 _TAG_SHIFT, _LOCAL_BIT, _LOW_MAX = tl.constexpr(TAG_SHIFT), tl.constexpr(LOCAL_BIT), tl.constexpr(LOW_MAX)
 # Candidates a program and its warps, per pass. Measured on the H200
 # (thirty-fourth session; the id map alone replaying 20 real batches' hops,
@@ -167,6 +189,32 @@ def _position_word(tag, pos):
     return (tag << _TAG_SHIFT) | (_LOW_MAX - pos)
 
 
+@triton.jit
+def _seen_word(seen, key):
+    # the filter's word of ``key`` and the shift of its two bits
+    return seen + (key >> 4), ((key & 15) * 2).to(tl.int32)
+
+
+@triton.jit(do_not_specialize=["bound", "num_nodes"])
+def _seen_kernel(
+    seen,        # [ceil(K * num_nodes / 16)] int32: two bits a key (module docstring)
+    cand, cand_batch, num_cand,  # as _insert_kernel's
+    bound, num_nodes,
+    HAS_BATCH: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m_c = (i_c < bound) & (i_c < tl.load(num_cand))
+    b_key = tl.load(cand + i_c, mask=m_c, other=0)
+    if HAS_BATCH:
+        b_key += tl.load(cand_batch + i_c, mask=m_c, other=0) * num_nodes
+    p_word, b_shift = _seen_word(seen, b_key)
+    # relaxed: the insert reads the bits in a later launch
+    b_old = tl.atomic_or(p_word, 1 << b_shift, mask=m_c, sem="relaxed")
+    m_again = m_c & (((b_old >> b_shift) & 3) == 1)  # met once before: now more than once
+    tl.atomic_or(p_word, 2 << b_shift, mask=m_again, sem="relaxed")
+
+
 @triton.jit(do_not_specialize=["bound", "num_nodes", "stamp_base", "cap_mask", "hash_shift"])
 def _insert_kernel(
     table,       # hash: [cap, 4] int32/int64 rows: key (EMPTY = free), stamp (min of its claimants), local id;
@@ -178,6 +226,7 @@ def _insert_kernel(
     out_slot,    # [bound] int32 (tables of < 2^31 slots) or int64 out: slot of each candidate
     prior,       # [bound] int64 out (PRIOR): the word each candidate's atomic found
     displaced,   # [bound] int8, zeroed (PRIOR): set for a claim a later-arriving earlier candidate beat
+    seen,        # SEEN: the seen filter, after this hop's _seen_kernel
     bound,
     num_nodes,   # key = sub_batch * num_nodes + node
     stamp_base,  # stamp of the candidate at position 0
@@ -187,6 +236,7 @@ def _insert_kernel(
     HAS_BATCH: tl.constexpr,
     DIRECT: tl.constexpr,
     PRIOR: tl.constexpr,  # DIRECT only (``PRIOR_WORDS``)
+    SEEN: tl.constexpr,   # DIRECT and PRIOR only: keys met once so far skip the table
     BLOCK: tl.constexpr,
 ):
     i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -206,11 +256,17 @@ def _insert_kernel(
             # read back: a claim below ours (another batch's, or one of this
             # hop's later candidates) left us holding the word, for now; a
             # claim of this hop we beat is not its node's first occurrence.
-            b_old = tl.atomic_max(table + b_slot, b_claim, mask=m_c, sem="relaxed")
+            m_table = m_c
+            if SEEN:  # a key whose bits read 1: its node's only candidate yet, and new
+                p_word, b_shift = _seen_word(seen, b_key)
+                b_bits = (tl.load(p_word, mask=m_c, other=0) >> b_shift) & 3
+                m_table = m_c & (b_bits == 3)
+            b_old = tl.atomic_max(table + b_slot, b_claim, mask=m_table, sem="relaxed")
+            b_old = tl.where(m_table, b_old, 0)  # the empty word: the flag pass makes it a representative
             tl.store(prior + i_c, b_old, mask=m_c)
             b_beaten = (b_old >> _TAG_SHIFT == b_tag) & ((b_old & _LOCAL_BIT) == 0)
             b_pos = _LOW_MAX - (b_old & _LOW_MAX) - stamp_base
-            m_beaten = m_c & b_beaten & (b_old < b_claim) & (b_pos >= 0) & (b_pos < bound)
+            m_beaten = m_table & b_beaten & (b_old < b_claim) & (b_pos >= 0) & (b_pos < bound)
             tl.store(displaced + b_pos, tl.full([BLOCK], 1, tl.int8), mask=m_beaten)
         else:
             tl.atomic_max(table + b_slot, b_claim, mask=m_c, sem="relaxed")
@@ -332,6 +388,19 @@ def _assign_kernel(
                 tl.store(new_batch + b_rank, b_batch, mask=b_is_rep)
 
 
+def seen_filters(num_nodes: int, device) -> bool:
+    """Whether direct maps over ``num_nodes`` nodes on ``device`` keep the
+    seen filter (``SEEN_MIN_NODES``)."""
+    if not PRIOR_WORDS:
+        return False
+    if SEEN_MIN_NODES is not None:
+        return int(num_nodes) >= SEEN_MIN_NODES
+    device = torch.device(device)
+    if device.type != "cuda":
+        return False
+    return 8 * int(num_nodes) > 2 * torch.cuda.get_device_properties(device).L2_cache_size
+
+
 def direct_fits(num_nodes: int, num_batches: int) -> bool:
     """Whether a map of K sub-batches over ``num_nodes`` nodes takes a
     direct table (``DIRECT_MAX_BYTES``)."""
@@ -352,6 +421,14 @@ class DirectTable:
         self.words = torch.zeros(int(num_keys), dtype=torch.int64, device=device)
         self.tag = torch.zeros(1, dtype=torch.int64, device=device)  # the current batch's, on the device
         self._batches = 0  # batches since the last clear, counted on the host
+        self.seen: torch.Tensor | None = None  # the seen filter's bits, once a map asks (``seen_bits``)
+
+    def seen_bits(self) -> torch.Tensor:
+        """The seen filter's words (two bits a key), allocated at the first
+        call: a map asks when it is made, not inside a CUDA graph capture."""
+        if self.seen is None:
+            self.seen = torch.zeros((self.num_keys + 15) // 16, dtype=torch.int32, device=self.words.device)
+        return self.seen
 
     @property
     def num_keys(self) -> int:
@@ -408,7 +485,7 @@ class IdMap:
             raise ValueError(f"kind must be 'auto', 'direct' or 'hash', got {kind!r}")
         if not use_triton(self.device):
             self._ref = reference.IdMap(num_nodes, num_batches, self.device)
-            self.direct = None
+            self.direct = self._seen = None
             return
         self._ref = None
         keys = self.num_batches * self.num_nodes
@@ -420,11 +497,14 @@ class IdMap:
                                  f"this map needs {keys} on {self.device}")
             self.direct = direct
             self.table, self._tag = direct.words, direct.tag
+            # this map's keys' words of the filter (zeroed at each start)
+            self._seen = direct.seen_bits()[:(keys + 15) // 16] if seen_filters(num_nodes, self.device) else None
         else:
             if direct is not None:
                 raise ValueError(f"a direct table was given for a hash map (kind={kind!r}, {keys} keys: "
                                  f"direct_fits is {direct_fits(self.num_nodes, self.num_batches)})")
             self.direct = None
+            self._seen = None
             self._tag = torch.zeros(1, dtype=torch.int64, device=self.device)  # unused by the hash kernels
             narrow = keys < _INT32_LIMIT
             self._allocate(capacity, torch.int32 if narrow else torch.int64)
@@ -488,6 +568,9 @@ class IdMap:
             per_batch.scatter_add_(0, seeds_batch, torch.ones_like(seeds_batch))
             first = torch.cumsum(per_batch, 0) - per_batch
             self.base = per_batch
+        if self._seen is not None:  # every seed's key met: a candidate of it takes the table
+            self._seen.zero_()
+            self._mark_seen(seeds, seeds_batch, count, bound)
         slot = self._insert(seeds, seeds_batch, count, bound, 0)
         local = torch.empty(bound, dtype=torch.int64, device=self.device)
         if bound:
@@ -527,7 +610,13 @@ class IdMap:
         self.table[slot, _STAMP] = rows[:, _STAMP].to(dtype)
         self.table[slot, _LOCAL] = rows[:, _LOCAL].to(dtype)
 
-    def _insert(self, cand, cand_batch, count, bound, stamp_base, prior=None, displaced=None):
+    def _mark_seen(self, cand, cand_batch, count, bound):
+        if bound:
+            _seen_kernel[(triton.cdiv(bound, _INSERT_BLOCK),)](
+                self._seen, cand, cand_batch, count, bound, self.num_nodes,
+                HAS_BATCH=cand_batch is not None, BLOCK=_INSERT_BLOCK, num_warps=_INSERT_WARPS)
+
+    def _insert(self, cand, cand_batch, count, bound, stamp_base, prior=None, displaced=None, seen=False):
         # a slot in int32 where the table allows: the passes read it twice
         size = self.table.shape[0]
         slot = torch.empty(bound, dtype=torch.int32 if size < _INT32_LIMIT else torch.int64, device=self.device)
@@ -535,9 +624,10 @@ class IdMap:
             _insert_kernel[(triton.cdiv(bound, _INSERT_BLOCK),)](
                 self.table, self._tag, cand, cand_batch, count, slot,
                 cand if prior is None else prior, cand if displaced is None else displaced,
+                self._seen if seen else slot,
                 bound, self.num_nodes, stamp_base, size - 1, 65 - size.bit_length(),
                 EMPTY=_empty_word(self.table.dtype), HAS_BATCH=cand_batch is not None,
-                DIRECT=self.direct is not None, PRIOR=prior is not None, BLOCK=_INSERT_BLOCK,
+                DIRECT=self.direct is not None, PRIOR=prior is not None, SEEN=seen, BLOCK=_INSERT_BLOCK,
                 num_warps=_INSERT_WARPS)
         return slot
 
@@ -586,10 +676,14 @@ class IdMap:
         stamp_base = self._stamp_base
         self._stamp_base += bound
         prior = displaced = None
+        seen = False
         if self.direct is not None and PRIOR_WORDS:
             prior = torch.empty(bound, dtype=torch.int64, device=self.device)
             displaced = torch.zeros(bound, dtype=torch.int8, device=self.device)
-        slot = self._insert(cand, cand_batch, num_cand, bound, stamp_base, prior, displaced)
+            seen = self._seen is not None
+            if seen:
+                self._mark_seen(cand, cand_batch, num_cand, bound)
+        slot = self._insert(cand, cand_batch, num_cand, bound, stamp_base, prior, displaced, seen)
         flags = torch.empty(bound, dtype=torch.int32, device=self.device)
         empty = self._buffers(bound)
         local, new_nodes = empty(), empty()
