@@ -135,7 +135,10 @@ PRIOR_WORDS = True
 # (thirty-seventh session), 20 real batches' hops replayed (Chung-Lu 5x10^7
 # nodes, batch 8000, [15, 10, 5]): the insert 0.288 ms a batch, the filter
 # and an insert of the 24.5 % of candidates it leaves 0.229-0.235 (the
-# filter's L2 atomics alone 0.136).
+# filter's L2 atomics alone 0.136); the sampler alone (fused kernel, off /
+# on in one process) K=1 0.82 -> 0.74-0.76 ms a batch, K=8 0.68-0.72 ->
+# 0.60. On cnr2000 (325k nodes, a table the L2 holds) forced on, it cost
+# K=1 up to a quarter: hence the rule. Not measured between the two sizes.
 SEEN_MIN_NODES: int | None = None
 _TAG_SHIFT, _LOCAL_BIT, _LOW_MAX = tl.constexpr(TAG_SHIFT), tl.constexpr(LOCAL_BIT), tl.constexpr(LOW_MAX)
 # Candidates a program and its warps, per pass. Measured on the H200

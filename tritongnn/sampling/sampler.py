@@ -51,13 +51,13 @@ What is saved is per-launch cost: K batches take the launches and host
 decisions of one, with K times the work per launch. What it costs is
 memory: buffers and the id map are sized for K batches at once.
 Super-batches are captured into CUDA graphs too, one per (K, total seeds).
-On the H200 a replayed batch of 8000 seeds on a 5x10^7-node graph waits
-0.63-0.69 ms on the GPU at any K (the id map's three passes are most of it,
-and their work is per candidate), so what replaying K at once saves is
-K = 1's host share (0.11-0.32 ms a batch, with the host's speed): K = 8
-sampled 1.14-1.30x as fast as K = 1 there (1.38x in a run with a slow
-host), and 1.36-2.84x on cnr2000, whose batches overlap and leave the GPU
-idle more (bench/results/README.md, thirty-third and thirty-fourth
+On the H200 a replayed batch of 8000 seeds on a 5x10^7-node graph takes
+about 0.57 ms of GPU time at any K (0.63-0.69 before the id map's seen
+filter; its passes are most of it, and their work is per candidate), so
+what replaying K at once saves is K = 1's host share (0.08-0.32 ms a
+batch, with the host's speed): K = 8 sampled 1.09-1.36x as fast as K = 1
+there, and 1.36-2.84x on cnr2000, whose batches overlap and leave the GPU
+idle more (bench/results/README.md, thirty-third to thirty-seventh
 sessions; before the packing, 0.97-1.18x and 1.20-1.94x).
 
 ``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``; ``PyGSampler``
