@@ -193,6 +193,18 @@ def _position_word(tag, pos):
 
 
 @triton.jit
+def _program_keys(cand, cand_batch, num_cand, bound, num_nodes, HAS_BATCH: tl.constexpr, BLOCK: tl.constexpr):
+    # this program's candidate positions, which are valid, and their keys
+    # (``sub_batch * num_nodes + node``)
+    i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m_c = (i_c < bound) & (i_c < tl.load(num_cand))
+    b_key = tl.load(cand + i_c, mask=m_c, other=0)
+    if HAS_BATCH:
+        b_key += tl.load(cand_batch + i_c, mask=m_c, other=0) * num_nodes
+    return i_c, m_c, b_key
+
+
+@triton.jit
 def _seen_word(seen, key):
     # the filter's word of ``key`` and the shift of its two bits
     return seen + (key >> 4), ((key & 15) * 2).to(tl.int32)
@@ -206,11 +218,7 @@ def _seen_kernel(
     HAS_BATCH: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m_c = (i_c < bound) & (i_c < tl.load(num_cand))
-    b_key = tl.load(cand + i_c, mask=m_c, other=0)
-    if HAS_BATCH:
-        b_key += tl.load(cand_batch + i_c, mask=m_c, other=0) * num_nodes
+    i_c, m_c, b_key = _program_keys(cand, cand_batch, num_cand, bound, num_nodes, HAS_BATCH, BLOCK)
     p_word, b_shift = _seen_word(seen, b_key)
     # relaxed: the insert reads the bits in a later launch
     b_old = tl.atomic_or(p_word, 1 << b_shift, mask=m_c, sem="relaxed")
@@ -242,11 +250,7 @@ def _insert_kernel(
     SEEN: tl.constexpr,   # DIRECT and PRIOR only: keys met once so far skip the table
     BLOCK: tl.constexpr,
 ):
-    i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m_c = (i_c < bound) & (i_c < tl.load(num_cand))
-    b_key = tl.load(cand + i_c, mask=m_c, other=0)
-    if HAS_BATCH:
-        b_key += tl.load(cand_batch + i_c, mask=m_c, other=0) * num_nodes
+    i_c, m_c, b_key = _program_keys(cand, cand_batch, num_cand, bound, num_nodes, HAS_BATCH, BLOCK)
     # Relaxed atomics (Triton's default is acq_rel, a fence per atomic): no
     # lane reads what another wrote in this kernel except through the atomic
     # itself, and the flag and assign passes read the table in later launches.
