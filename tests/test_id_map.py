@@ -271,20 +271,21 @@ def test_the_seen_filter_keeps_a_batch_s_only_candidates_off_the_table(device, m
         pytest.skip("no Triton on this device")
     seeds = torch.tensor([3, 15, 31, 15], device=device)
     seeds_batch = torch.tensor([0, 0, 1, 1], device=device)
-    # sub-batch 0: 16 and 31 once, 3 (a seed) and 20 twice; sub-batch 1: 3 and 15 (a seed) once, 20 once
-    cand = torch.tensor([16, 3, 20, 31, 20, 3, 3, 15, 20], device=device)
-    cand_batch = torch.tensor([0, 0, 0, 0, 0, 0, 1, 1, 1], device=device)
-    hops = [(cand, torch.tensor([9], device=device), cand_batch, None)]
+    # sub-batch 0: 16 and 31 once, 3 (a seed) and 20 twice; sub-batch 1: 3 and 15 (a seed) once, 20 once,
+    # 7 twice (key 47: the word's top two bits)
+    cand = torch.tensor([16, 3, 20, 31, 20, 3, 3, 15, 7, 20, 7], device=device)
+    cand_batch = torch.tensor([0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1], device=device)
+    hops = [(cand, torch.tensor([11], device=device), cand_batch, None)]
     assert_matches_reference(m, 40, seeds, seeds_batch, hops, last=True)
     tag = int(m.direct.tag)
     words = m.table.cpu()
     touched = {(b, v) for b in range(2) for v in range(40) if int(words[b * 40 + v]) >> 37 == tag}
-    assert touched == {(0, 3), (0, 15), (0, 20), (1, 31), (1, 15)}
+    assert touched == {(0, 3), (0, 15), (0, 20), (1, 31), (1, 15), (1, 7)}
     bits = m._seen.cpu()
     state = {(b, v): (int(bits[(b * 40 + v) >> 4]) >> (2 * ((b * 40 + v) & 15))) & 3
-             for b, v in [(0, 16), (0, 31), (0, 20), (0, 3), (0, 15), (1, 3), (1, 20), (1, 15), (0, 7)]}
+             for b, v in [(0, 16), (0, 31), (0, 20), (0, 3), (0, 15), (1, 3), (1, 20), (1, 15), (1, 7), (0, 7)]}
     assert state == {(0, 16): 1, (0, 31): 1, (0, 20): 3, (0, 3): 3, (0, 15): 1, (1, 3): 1, (1, 20): 1, (1, 15): 3,
-                     (0, 7): 0}
+                     (1, 7): 3, (0, 7): 0}
 
 
 def test_the_seen_filter_follows_the_l2(monkeypatch):
