@@ -302,7 +302,8 @@ def main():
                 row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=placement,
                            num_neighbors=fanouts, method=method,
                            frontier_order=order if order != "auto" else "auto:" + (
-                               "sorted" if sample_module.sorts_frontier(placed.indptr, placed.indices, device)
+                               "sorted" if sample_module.visits_in_node_order(method, placed.indptr,
+                                                                              placed.indices, device)
                                else "frontier"),
                            batch_size=args.batch_size, batches_timed=len(batches), batches_per_epoch=epoch_len,
                            seen_filter=seen if seen != "auto" else "auto:" + (

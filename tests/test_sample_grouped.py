@@ -22,7 +22,7 @@ from graphs import csc_from_degrees, graphs
 from test_sample import chi_square, chi_square_critical
 from tritongnn import CSCGraph, NeighborSampler
 from tritongnn.kernels import sample_neighbors
-from tritongnn.kernels.sample import sorts_frontier
+from tritongnn.kernels.sample import sorts_frontier, visits_in_node_order
 
 GROUPED = ["grouped", "grouped_split", "fused"]
 
@@ -134,6 +134,18 @@ def test_bad_arrays_on_the_gpu_are_named_before_the_visit_rule(method):
                                   (graph.indptr.to(cuda), graph.indices.tolist(), "indices")]:
         with pytest.raises(TypeError, match=f"^{name} must be"):
             sample_neighbors(indptr, indices, *args, method=method)
+
+
+def test_the_fused_kernel_never_visits_in_node_order(monkeypatch):
+    # where the rule sorts, every method but the fused one (its look-back
+    # scan) visits in node order; where it does not, none does
+    from tritongnn.kernels import sample as sample_module
+    arrays = (torch.zeros(2, dtype=torch.int64), torch.zeros(4, dtype=torch.int32), torch.device("cpu"))
+    for rule in (True, False):
+        monkeypatch.setattr(sample_module, "sorts_frontier", lambda indptr, indices, device, tiered=False: rule)
+        assert {m: visits_in_node_order(m, *arrays) for m in ("foundation", "grouped", "grouped_split", "auto",
+                                                               "fused")} == \
+            {"foundation": rule, "grouped": rule, "grouped_split": rule, "auto": rule, "fused": False}
 
 
 @pytest.mark.gpu

@@ -448,9 +448,9 @@ def sample_neighbors(
         check_dense_index(hot_indptr, "hot_indptr", (torch.int64,))
         check_dense_index(hot_indices, "hot_indices", (torch.int32, torch.int64))
     # after the checks: the rule and auto read the arrays' placement and sizes
-    if sort_frontier is None:  # (the fused kernel reads in frontier order)
-        sort_frontier = method != "fused" and sorts_frontier(
-            indptr, indices, device, tiered=hot_indptr is not None or hot_indices is not None)
+    if sort_frontier is None:
+        sort_frontier = visits_in_node_order(method, indptr, indices, device,
+                                             tiered=hot_indptr is not None or hot_indices is not None)
     if method == "auto":
         method = auto_method(indices, hot_indices, device, sort_frontier)
     if sort_frontier and method == "fused" and fanout >= 0:
@@ -557,6 +557,13 @@ def sorts_frontier(indptr: torch.Tensor, indices: torch.Tensor, device: torch.de
     if not SORT_FRONTIER or tiered or device.type != "cuda" or indices.is_cuda:
         return False
     return indptr.nbytes + indices.nbytes > torch.cuda.get_device_properties(device).L2_cache_size
+
+
+def visits_in_node_order(method: str, indptr: torch.Tensor, indices: torch.Tensor, device: torch.device,
+                         tiered: bool = False) -> bool:
+    """``sort_frontier=None`` for ``method``: ``sorts_frontier``, except that
+    the fused kernel always reads in frontier order (its look-back scan)."""
+    return method != "fused" and sorts_frontier(indptr, indices, device, tiered)
 
 
 def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None, device: torch.device,
