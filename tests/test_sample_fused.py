@@ -171,3 +171,64 @@ def test_fused_refuses_a_bad_count(device, num_frontier):
     with pytest.raises(TypeError, match="num_frontier must be a"):
         sample_neighbors(graph.indptr.to(device), graph.indices.to(device), frontier, frontier, num_frontier, 3,
                          seed=torch.tensor([1], device=device), method="fused")
+
+
+def seen_after(bits, keys):
+    """The seen filter's words (two bits a key: 0 unmet, 1 met once, 3 met
+    more often) after one more candidate of every entry of ``keys``."""
+    bits = bits.clone()
+    count = torch.bincount(keys, minlength=16 * bits.numel())
+    for key in count.nonzero().flatten().tolist():
+        word, shift = key >> 4, 2 * (key & 15)
+        state = (int(bits[word]) >> shift) & 3
+        met = {0: 0, 1: 1, 3: 2}[state] + int(count[key])
+        new = 1 if met == 1 else 3
+        value = (int(bits[word]) & ~(3 << shift)) | (new << shift)
+        bits[word] = value - (1 << 32) if value >= 1 << 31 else value  # int32's two's complement
+    return bits
+
+
+@pytest.mark.parametrize("sizes", [[2000], [300, 0, 900, 800]])
+def test_fused_hops_mark_the_seen_filter_as_the_id_map_would(device, fused_stage, sizes):
+    # sample_neighbors(seen=...): every edge's source marked under its
+    # sub-batch's key, on top of what the filter held (a batch's seeds and
+    # earlier hops: some keys already met once, some more often), and the
+    # edges are those of a hop without it
+    graph, gen = many_block_graph(6)
+    n, num_nodes = sum(sizes), graph.num_nodes
+    frontier = torch.randint(0, num_nodes, (n,), generator=gen)
+    kw = dict(seed=torch.arange(len(sizes), device=device) + 3)
+    if len(sizes) > 1:
+        batch = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes), output_size=n)
+        kw.update(frontier_batch=torch.cat([batch, batch.new_full((7,), len(sizes) - 1)]).to(device),
+                  batch_ptr=torch.tensor([0] + list(itertools.accumulate(sizes)), device=device))
+    words = (len(sizes) * num_nodes + 15) // 16
+    before = seen_after(torch.zeros(words, dtype=torch.int32),
+                        torch.randint(0, len(sizes) * num_nodes, (4000,), generator=gen))
+    seen = before.clone().to(device)
+    marked = hop(graph, frontier, 4, False, device, "fused", seen=seen, **kw)
+    plain = hop(graph, frontier, 4, False, device, "fused", **kw)
+    assert marked.seen_marked and not plain.seen_marked
+    assert_same_hop(plain, marked)
+    e = int(marked.num_edges)
+    keys = marked.src[:e].cpu() + (marked.batch[:e].cpu() * num_nodes if len(sizes) > 1 else 0)
+    assert torch.equal(seen.cpu(), seen_after(before, keys))
+    # other methods leave the filter alone and say so
+    untouched = before.clone().to(device)
+    assert not hop(graph, frontier, 4, False, device, "foundation", seen=untouched, **kw).seen_marked
+    assert torch.equal(untouched.cpu(), before)
+
+
+@pytest.mark.parametrize("seen, error, match", [
+    (torch.zeros(4, dtype=torch.int64), TypeError, "seen must be a 1-D int32"),
+    (torch.zeros(2, 2, dtype=torch.int32), TypeError, "seen must be a 1-D int32"),
+    (torch.zeros(3, dtype=torch.int32), ValueError, "at least 4 words"),
+    (torch.zeros(8, dtype=torch.int32)[::2], ValueError, "contiguous"),
+])
+def test_fused_refuses_a_bad_seen_filter(device, seen, error, match):
+    graph = csc_from_degrees([3] * 60, 60, torch.Generator().manual_seed(0))  # 60 keys: 4 words
+    frontier = torch.arange(4, device=device)
+    with pytest.raises(error, match=match):
+        sample_neighbors(graph.indptr.to(device), graph.indices.to(device), frontier, frontier,
+                         torch.tensor([4], device=device), 3, seed=torch.tensor([1], device=device),
+                         method="fused", seen=seen.to(device))
