@@ -73,9 +73,8 @@ SORTS_FRONTIER = dict(auto=sample_module.sorts_frontier,
                       sorted=lambda indptr, indices, device, tiered=False: not indices.is_cuda,
                       frontier=lambda indptr, indices, device, tiered=False: False)
 
-# --seen-filters: id_map.SEEN_MIN_NODES for each choice; "map": on, marked by
-# the map's own pass where the fused kernel would mark it (sample.MARK_SEEN)
-SEEN_MIN_NODES = dict(auto=id_map_module.SEEN_MIN_NODES, on=0, off=1 << 62, map=0)
+# --seen-filters: id_map.SEEN_MIN_NODES for each choice
+SEEN_MIN_NODES = dict(auto=id_map_module.SEEN_MIN_NODES, on=0, off=1 << 62)
 
 
 def order_rule(order: str, num_hops: int):
@@ -253,10 +252,9 @@ def main():
                              "(package: 23)")
     parser.add_argument("--direct-max-gb", type=float, default=None,
                         help="id_map.DIRECT_MAX_BYTES: the largest direct id-map table (package: 4 GiB)")
-    parser.add_argument("--seen-filters", nargs="+", default=["auto"], choices=["auto", "on", "off", "map"],
+    parser.add_argument("--seen-filters", nargs="+", default=["auto"], choices=["auto", "on", "off"],
                         help="id_map.SEEN_MIN_NODES per run: the package's rule (auto), 0 (on) or never "
-                             "(off), or 0 with the filter marked by the map's own pass, not the fused "
-                             "kernel (map: sample.MARK_SEEN off); repeat to interleave")
+                             "(off); repeat to interleave")
     parser.add_argument("--out", default=None, help="append the record to this JSON file")
     parser.add_argument("--csv", default=None, help="append one row per configuration here")
     parser.add_argument("--commit", default=None)
@@ -300,7 +298,6 @@ def main():
                     fanout_lists, args.ks, orders, args.methods, enumerate(args.seen_filters)):
                 sample_module.sorts_frontier = order_rule(order, len(fanouts))
                 id_map_module.SEEN_MIN_NODES = SEEN_MIN_NODES[seen]
-                sample_module.MARK_SEEN = seen != "map"
                 row = run_config(placed, batches, epoch_len, fanouts, k, method, args, device)
                 row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=placement,
                            num_neighbors=fanouts, method=method,

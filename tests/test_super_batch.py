@@ -81,24 +81,17 @@ def test_node_order_visits_change_no_super_batch(device, method, monkeypatch):
         assert_same_output(a, b)
 
 
-@pytest.mark.parametrize("method", ["auto", "fused"])
-def test_direct_and_hash_id_maps_give_the_same_batches(device, method, monkeypatch):
+def test_direct_and_hash_id_maps_give_the_same_batches(device, monkeypatch):
     # the sampler's maps on its one direct table (where it fits; with and
     # without the seen filter) or on hash tables: the same batches, alone
-    # and in super-batches, batch after batch. The fused kernel marks the
-    # filter as it samples: the map's own marking pass then runs only on
-    # each batch's seeds.
+    # and in super-batches, batch after batch
     from tritongnn.kernels import id_map
     data = random_data()
     graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True).to(device)
     seeds = split_seeds(data.num_nodes, [13, 13, 5], device)
-    marks = []
-    mark_seen = id_map.IdMap._mark_seen
-    monkeypatch.setattr(id_map.IdMap, "_mark_seen", lambda self, *args: marks.append(args[-1]) or
-                        mark_seen(self, *args))
 
     def batches():
-        sampler = NeighborSampler(graph, [4, 3], device=device, return_eid=True, method=method)
+        sampler = NeighborSampler(graph, [4, 3], device=device, return_eid=True)
         gen = torch.Generator().manual_seed(4)
         outs = [sampler.sample(s, gen) for s in seeds] + sampler.sample_many(seeds, gen) + \
             sampler.sample_many(seeds[:2], gen)
@@ -112,8 +105,6 @@ def test_direct_and_hash_id_maps_give_the_same_batches(device, method, monkeypat
     monkeypatch.setattr(id_map, "SEEN_MIN_NODES", 0)
     seen, sampler = batches()
     assert not kernels or sampler._id_map._seen is not None
-    if kernels:  # the seeds of 3 batches and 2 passes (13, 13, 5 and 26), then each hop's candidates, or not
-        assert marks[:1] == [13] and len(marks) == (5 if method == "fused" else 15)
     monkeypatch.setattr(id_map, "DIRECT_MAX_BYTES", 0)
     hashed, sampler = batches()
     assert sampler._direct is None

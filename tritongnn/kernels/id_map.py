@@ -59,9 +59,8 @@ which is the id the candidate would compute.
 On a graph whose words outgrow the L2 the direct map also keeps a **seen
 filter** (``SEEN_MIN_NODES``): two bits a key in an int32 array 1/32 the
 words' size (12.5 MB a sub-batch at 5x10^7 nodes), which the L2 holds.
-Before a hop's insert, ``_seen_kernel`` (or the fused sampling kernel, as
-it writes the hop's candidates: ``IdMap.seen``) sets each candidate's first
-bit and, where the bit was already set, its second: after it, a key's bits read 1
+Before a hop's insert, ``_seen_kernel`` sets each candidate's first bit and,
+where the bit was already set, its second: after it, a key's bits read 1
 only for a node met once so far in the batch, in this hop. Such a
 candidate is its node's first occurrence and no earlier hop's node: the
 insert leaves the table alone (the random HBM atomic) and hands the flag
@@ -140,6 +139,11 @@ PRIOR_WORDS = True
 # on in one process) K=1 0.82 -> 0.74-0.76 ms a batch, K=8 0.68-0.72 ->
 # 0.60. On cnr2000 (325k nodes, a table the L2 holds) forced on, it cost
 # K=1 up to a quarter: hence the rule. Not measured between the two sizes.
+# Tried and dropped (thirty-eighth session, fb41c3c): the fused sampling
+# kernel marking the filter as it stores a hop's candidates, sparing this
+# pass's reads. The kernel grew by what the pass took (K=1 0.202 ms a
+# batch against 0.118 + 0.083; K=8 0.188 against 0.105 + 0.089) and the
+# sampler's wall did not move: the filter's time is its L2 atomics.
 SEEN_MIN_NODES: int | None = None
 _TAG_SHIFT, _LOCAL_BIT, _LOW_MAX = tl.constexpr(TAG_SHIFT), tl.constexpr(LOCAL_BIT), tl.constexpr(LOW_MAX)
 # Candidates a program and its warps, per pass. Measured on the H200
@@ -211,17 +215,6 @@ def _seen_word(seen, key):
     return seen + (key >> 4), ((key & 15) * 2).to(tl.int32)
 
 
-@triton.jit
-def _mark_keys_seen(seen, key, mask):
-    # one more candidate of each ``key`` (a block of any shape) met: its
-    # first bit set, and its second where the first already was. Relaxed:
-    # the insert reads the bits in a later launch.
-    p_word, b_shift = _seen_word(seen, key)
-    b_old = tl.atomic_or(p_word, 1 << b_shift, mask=mask, sem="relaxed")
-    m_again = mask & (((b_old >> b_shift) & 3) == 1)  # met once before: now more than once
-    tl.atomic_or(p_word, 2 << b_shift, mask=m_again, sem="relaxed")
-
-
 @triton.jit(do_not_specialize=["bound", "num_nodes"])
 def _seen_kernel(
     seen,        # [ceil(K * num_nodes / 16)] int32: two bits a key (module docstring)
@@ -231,7 +224,11 @@ def _seen_kernel(
     BLOCK: tl.constexpr,
 ):
     i_c, m_c, b_key = _program_keys(cand, cand_batch, num_cand, bound, num_nodes, HAS_BATCH, BLOCK)
-    _mark_keys_seen(seen, b_key, m_c)
+    p_word, b_shift = _seen_word(seen, b_key)
+    # relaxed: the insert reads the bits in a later launch
+    b_old = tl.atomic_or(p_word, 1 << b_shift, mask=m_c, sem="relaxed")
+    m_again = m_c & (((b_old >> b_shift) & 3) == 1)  # met once before: now more than once
+    tl.atomic_or(p_word, 2 << b_shift, mask=m_again, sem="relaxed")
 
 
 @triton.jit(do_not_specialize=["bound", "num_nodes", "stamp_base", "cap_mask", "hash_shift"])
@@ -536,15 +533,6 @@ class IdMap:
         return self.table.shape[0] // 2
 
     @property
-    def seen(self) -> torch.Tensor | None:
-        """The seen filter's words of this map's keys (int32, two bits a key
-        ``sub_batch * num_nodes + node``), or None where the map keeps no
-        filter. A sampling kernel may mark a hop's candidates in it as it
-        writes them (``sample_neighbors(seen=...)``): the hop's ``insert``
-        is then told so (``marked``) and skips its own pass over them."""
-        return self._seen
-
-    @property
     def num_nodes_per_batch(self) -> torch.Tensor:
         """``[K]`` int64: nodes each sub-batch holds so far."""
         return self._ref.base if self._ref else self.base
@@ -658,7 +646,7 @@ class IdMap:
     @on_device_of("self")
     def insert(self, cand: torch.Tensor, num_cand: torch.Tensor,
                cand_batch: torch.Tensor | None = None, cand_ptr: torch.Tensor | None = None,
-               last: bool = False, marked: bool = False) -> MappedHop:
+               last: bool = False) -> MappedHop:
         """Map one hop's sampled neighbours to local ids, adding new nodes.
 
         Args:
@@ -677,10 +665,6 @@ class IdMap:
                 new nodes' local ids are consecutive: ``num_nodes_per_batch``
                 before the hop, plus their rank in the sub-batch). A further
                 insert raises ValueError.
-            marked: every candidate is already marked in ``seen`` (by the
-                kernel that sampled them, since this hop's ``start`` or
-                last insert): the map's own marking pass is skipped. Ignored
-                by a map without the filter.
 
         Returns:
             ``MappedHop``. A hash map grows first (one host sync) when
@@ -709,7 +693,7 @@ class IdMap:
             prior = torch.empty(bound, dtype=torch.int64, device=self.device)
             displaced = torch.zeros(bound, dtype=torch.int8, device=self.device)
             seen = self._seen is not None
-            if seen and not marked:
+            if seen:
                 self._mark_seen(cand, cand_batch, num_cand, bound)
         slot = self._insert(cand, cand_batch, num_cand, bound, stamp_base, prior, displaced, seen)
         flags = torch.empty(bound, dtype=torch.int32, device=self.device)

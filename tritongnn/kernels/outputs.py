@@ -25,8 +25,6 @@ class HopSample:
             None for one batch.
         edge_ptr: ``[K + 1]`` int64 device: where each sub-batch's edges
             start (``edge_ptr[K] == num_edges``), or None.
-        seen_marked: every edge's source is marked in the id map's seen
-            filter given to the sampling kernel (``IdMap.insert(marked=)``).
     """
     src: torch.Tensor
     dst: torch.Tensor
@@ -34,7 +32,6 @@ class HopSample:
     num_edges: torch.Tensor
     batch: torch.Tensor | None = None
     edge_ptr: torch.Tensor | None = None
-    seen_marked: bool = False
 
 
 @dataclass(slots=True)

@@ -366,7 +366,6 @@ def sample_neighbors(
     method: str = "foundation",
     d_max: int = 64,
     sort_frontier: bool | None = None,
-    seen: torch.Tensor | None = None,
 ) -> HopSample:
     """Sample up to ``fanout`` in-neighbours of every frontier node, for one
     batch or for the K sub-batches of a super-batch in one launch.
@@ -418,12 +417,6 @@ def sample_neighbors(
             where every row is read through UVA and the host arrays outgrow
             the L2 (``sorts_frontier``). The fused kernel reads in frontier
             order only: True with it raises ValueError.
-        seen: an id map's seen filter (``IdMap.seen``: int32, two bits a key
-            ``sub_batch * (indptr.numel() - 1) + node``, on the frontier's
-            device), or None. The fused kernel marks every sampled
-            neighbour in it as it writes the edge, which spares the map its
-            own pass over the candidates; the other methods leave it alone.
-            ``HopSample.seen_marked`` says which happened.
 
     Returns:
         ``HopSample``: edges grouped by target in frontier order (so by
@@ -449,15 +442,6 @@ def sample_neighbors(
         raise TypeError(f"sort_frontier must be True, False or None, got {sort_frontier!r}")
     device = frontier.device
     num_batches = _check_batches(frontier, frontier_batch, batch_ptr, seed, device)
-    if seen is not None:
-        keys = num_batches * (indptr.numel() - 1)
-        if not isinstance(seen, torch.Tensor) or seen.dtype != torch.int32 or seen.dim() != 1:
-            raise TypeError(f"seen must be a 1-D int32 tensor (IdMap.seen), got "
-                            f"{getattr(seen, 'dtype', type(seen).__name__)}")
-        if seen.numel() < (keys + 15) // 16 or not seen.is_contiguous() or seen.device != device:
-            raise ValueError(f"seen must be a contiguous filter of at least {(keys + 15) // 16} words on "
-                             f"{device} ({num_batches} sub-batches of {indptr.numel() - 1} nodes), got "
-                             f"{seen.numel()} on {seen.device}")
     check_dense_index(indptr, "indptr", (torch.int64,))
     check_dense_index(indices, "indices", (torch.int32, torch.int64))
     if hot_indptr is not None and hot_indices is not None:
@@ -511,12 +495,11 @@ def sample_neighbors(
                 edge_ptr = launch_fused(indptr, hot_indptr, indices, hot_indices, frontier.contiguous(),
                                         frontier_local, num_frontier, frontier_batch, batch_ptr, seed, src, dst,
                                         eid, batch, fanout, replace, return_eid, tiered, d_max,
-                                        stage=FUSED_STAGE and (replace or d_max > fanout),
-                                        seen=seen if MARK_SEEN else None)
-            else:  # no slot: no edge in any sub-batch (none to mark)
+                                        stage=FUSED_STAGE and (replace or d_max > fanout))
+            else:  # no slot: no edge in any sub-batch
                 edge_ptr = torch.zeros(num_batches + 1, dtype=torch.int64, device=device)
             return HopSample(src, dst, eid if return_eid else None, edge_ptr[-1:], batch if has_batch else None,
-                             edge_ptr, seen_marked=seen is not None and MARK_SEEN)
+                             edge_ptr)
     classified = classify_frontier(indptr, frontier, num_frontier, fanout, replace, frontier_batch, batch_ptr,
                                    hot_indptr if tiered else None, sort_by_node=sort_frontier)
     edge_ptr = classified.edge_ptr
@@ -623,11 +606,6 @@ SORT_FRONTIER = True
 # blocks are the grouped kernel's 16 nodes, and the hop ran at 0.37-0.51x
 # the foundation's on the large graph's two larger hops (H200, 88faa3a and 7683140)
 FUSED_STAGE = False
-# whether method="fused" marks a hop's candidates in the id map's seen filter
-# as it writes them (``sample_neighbors(seen=...)``), sparing the map its own
-# pass over them; False: the map marks them (the A/B of bench_super_batch.py
-# --seen-filters on map).
-MARK_SEEN = True
 # neighbours drawn per node at most: a node's draws are one [fanout]-wide row
 # of a register tile (and its Floyd draw a loop of fanout steps)
 MAX_FANOUT = 1024

@@ -78,7 +78,6 @@ import triton.language as tl
 
 from ._launch import interpreted_block, next_power_of_2
 from .classify import _count_and_class, _load_tiered, _row_bounds
-from .id_map import _mark_keys_seen
 from .sample import _below, _floyd_lanes, _lane_words, _node_streams
 from .sample_grouped import _grouped_picks, _launch_settings as _grouped_settings, _write_edges
 
@@ -196,19 +195,7 @@ def _write_lanes(out_src, out_dst, out_eid, out_batch, b_srcs, b_poss, b_count, 
                  FANOUT_PAD, WRITE_EID, HAS_BATCH, BLOCK_NODES)
 
 
-@triton.jit
-def _mark_lanes_seen(seen, b_srcs, b_count, b_batch, m_n, num_nodes, FANOUT: tl.constexpr,
-                     HAS_BATCH: tl.constexpr):
-    """Mark ``_lane_picks``' neighbours in an id map's seen filter, key
-    ``sub_batch * num_nodes + node`` (``IdMap.seen``)."""
-    for s in tl.static_range(FANOUT):
-        b_key = b_srcs[s].to(tl.int64)
-        if HAS_BATCH:
-            b_key += b_batch * num_nodes
-        _mark_keys_seen(seen, b_key, m_n & (s < b_count))
-
-
-@triton.jit(do_not_specialize=["bound", "num_hot", "num_hot_edges", "num_batches", "num_nodes"])
+@triton.jit(do_not_specialize=["bound", "num_hot", "num_hot_edges", "num_batches"])
 def _fused_kernel(
     indptr,          # [N + 1] int64 CSC pointer, GPU or pinned host
     hot_indptr,      # [num_hot + 1] int64 GPU copy of indptr[:num_hot + 1] (if TIERED)
@@ -226,12 +213,10 @@ def _fused_kernel(
     out_eid,         # [bound * fanout] int64 out (if WRITE_EID)
     out_batch,       # [bound * fanout] int64 out (if HAS_BATCH)
     edge_ptr,        # [K + 1] int64 out: first output edge of each sub-batch; [K] = all edges
-    seen,            # an id map's seen filter each edge's source is marked in (if MARK_SEEN)
     bound,
     num_hot,         # rows of nodes < num_hot come from hot_indptr
     num_hot_edges,   # CSC positions < num_hot_edges come from hot_indices
     num_batches,     # K
-    num_nodes,       # N: the seen filter's key is sub_batch * N + node
     FANOUT: tl.constexpr,
     FANOUT_PAD: tl.constexpr,
     D_MAX: tl.constexpr,
@@ -245,7 +230,6 @@ def _fused_kernel(
     BLOCK_K: tl.constexpr,  # >= K + 1, a power of two
     LOOK_BACK: tl.constexpr,  # predecessors' status words read at once
     LANES: tl.constexpr,      # draw and read one node a lane (_lane_picks), else in the grouped tile
-    MARK_SEEN: tl.constexpr,
 ):
     ticket = tl.atomic_add(status, 1, sem="relaxed").to(tl.int64)
     first = ticket * BLOCK_NODES
@@ -294,16 +278,9 @@ def _fused_kernel(
         if LANES:
             _write_lanes(out_src, out_dst, out_eid, out_batch, b_srcs, b_poss, b_count, prefix + b_inclusive, b_dst,
                          b_batch, FANOUT, FANOUT_PAD, WRITE_EID, HAS_BATCH, BLOCK_NODES)
-            if MARK_SEEN:
-                _mark_lanes_seen(seen, b_srcs, b_count, b_batch, m_n, num_nodes, FANOUT, HAS_BATCH)
         else:
             _write_edges(out_src, out_dst, out_eid, out_batch, b_src, b_pos, b_count, m_e, prefix + b_inclusive,
                          b_dst, b_batch, FANOUT_PAD, WRITE_EID, HAS_BATCH, BLOCK_NODES)
-            if MARK_SEEN:
-                b_key = b_src.to(tl.int64)
-                if HAS_BATCH:
-                    b_key += b_batch[:, None] * num_nodes
-                _mark_keys_seen(seen, b_key, m_e)
 
 
 def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int, int | None]:
@@ -331,15 +308,12 @@ def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int
 
 def launch_fused(indptr, hot_indptr, indices, hot_indices, frontier, frontier_local, num_frontier,
                  frontier_batch, batch_ptr, seed, src, dst, eid, batch, fanout: int, replace: bool,
-                 return_eid: bool, tiered: bool, d_max: int, stage: bool,
-                 seen: torch.Tensor | None = None) -> torch.Tensor:
+                 return_eid: bool, tiered: bool, d_max: int, stage: bool) -> torch.Tensor:
     """Write one hop's edges into ``src``/``dst``/``eid``/``batch`` (``bound *
     fanout`` slots, ``fanout >= 1``) in one launch and return ``edge_ptr``
     (``[K + 1]``). Called by ``sample.sample_neighbors`` with its checked
     arguments; ``frontier_batch``/``batch_ptr`` None for one batch.
-    ``stage``: rows of degree ``<= d_max`` go through the staged tile.
-    ``seen``: an id map's seen filter (``IdMap.seen``) every edge's source is
-    marked in, or None."""
+    ``stage``: rows of degree ``<= d_max`` go through the staged tile."""
     device = frontier.device
     bound = frontier.numel()
     has_batch = frontier_batch is not None
@@ -357,11 +331,9 @@ def launch_fused(indptr, hot_indptr, indices, hot_indices, frontier, frontier_lo
         frontier_batch = batch_ptr = frontier
     _fused_kernel[(programs,)](
         indptr, hot_indptr, indices, hot_indices, frontier, frontier_local.contiguous(), num_frontier,
-        frontier_batch.contiguous(), batch_ptr, seed, status, src, dst, eid, batch, edge_ptr,
-        status if seen is None else seen, bound, hot_indptr.numel() - 1, hot_indices.numel(), num_batches,
-        indptr.numel() - 1, FANOUT=fanout, FANOUT_PAD=fanout_pad,
+        frontier_batch.contiguous(), batch_ptr, seed, status, src, dst, eid, batch, edge_ptr, bound,
+        hot_indptr.numel() - 1, hot_indices.numel(), num_batches, FANOUT=fanout, FANOUT_PAD=fanout_pad,
         D_MAX=d_max, TILE=max(d_max, fanout_pad), STAGE=stage, REPLACE=replace, WRITE_EID=return_eid,
         TIERED=tiered, HAS_BATCH=has_batch, BLOCK_NODES=block_nodes, BLOCK_K=next_power_of_2(num_batches + 1),
-        LOOK_BACK=LOOK_BACK, LANES=LANES and not stage and fanout <= 32, MARK_SEEN=seen is not None,
-        num_warps=num_warps, maxnreg=maxnreg)
+        LOOK_BACK=LOOK_BACK, LANES=LANES and not stage and fanout <= 32, num_warps=num_warps, maxnreg=maxnreg)
     return edge_ptr

@@ -539,12 +539,11 @@ class NeighborSampler:
             edges = sample_neighbors(self.graph.indptr, self.graph.indices, frontier, frontier_local,
                                      num_frontier, fanout, self.replace, generator, self.return_eid,
                                      seed=None if rng is None else rng[hop], frontier_batch=frontier_batch,
-                                     batch_ptr=batch_ptr, seen=id_map.seen, **self._tiers, **self._kernel)
+                                     batch_ptr=batch_ptr, **self._tiers, **self._kernel)
             # the last hop's new nodes are no frontier: their local ids need
             # not be stored (in the table or as new_local)
             mapped = id_map.insert(edges.src, edges.num_edges, edges.batch,
-                                   edges.edge_ptr if edges.batch is not None else None, last=last,
-                                   marked=edges.seen_marked)
+                                   edges.edge_ptr if edges.batch is not None else None, last=last)
             hops.append((edges, mapped))
             if last:
                 break
