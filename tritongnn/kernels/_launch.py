@@ -133,6 +133,13 @@ def host_list(t: torch.Tensor) -> list:
 BITS_OF_SIZE = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
+def l2_bytes(device: torch.device) -> int:
+    """Bytes of a CUDA device's L2 cache: what the rules that ask whether an
+    array stays on chip compare with (``sample.sorts_frontier``,
+    ``id_map.seen_filters``)."""
+    return torch.cuda.get_device_properties(device).L2_cache_size
+
+
 def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 

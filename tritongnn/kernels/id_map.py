@@ -92,7 +92,7 @@ import triton.language as tl
 
 from . import reference
 from .outputs import MappedHop
-from ._launch import interpreted_block, next_power_of_2, on_device, on_device_of, use_triton
+from ._launch import interpreted_block, l2_bytes, next_power_of_2, on_device, on_device_of, use_triton
 
 _NO_MATCH = -3        # a compare value no key equals: lanes that are done CAS with it (a no-op)
 _ROW = 4              # words per slot: key, stamp, local id, unused (a row within one 32 B sector)
@@ -410,7 +410,7 @@ def seen_filters(num_nodes: int, device) -> bool:
     device = torch.device(device)
     if device.type != "cuda":
         return False
-    return 8 * int(num_nodes) > 2 * torch.cuda.get_device_properties(device).L2_cache_size
+    return 8 * int(num_nodes) > 2 * l2_bytes(device)
 
 
 def direct_fits(num_nodes: int, num_batches: int) -> bool:

@@ -94,7 +94,8 @@ import triton.language as tl
 from . import reference
 from .classify import _load_tiered, check_num_frontier, classify_frontier
 from .outputs import HopSample
-from ._launch import check_dense_index, check_readable, interpreted_block, next_power_of_2, on_device_of, use_triton
+from ._launch import (check_dense_index, check_readable, interpreted_block, l2_bytes, next_power_of_2, on_device_of,
+                      use_triton)
 
 
 @triton.jit
@@ -556,7 +557,7 @@ def sorts_frontier(indptr: torch.Tensor, indices: torch.Tensor, device: torch.de
     that mix is not measured yet (``sort_frontier=True`` asks for it)."""
     if not SORT_FRONTIER or tiered or device.type != "cuda" or indices.is_cuda:
         return False
-    return indptr.nbytes + indices.nbytes > torch.cuda.get_device_properties(device).L2_cache_size
+    return indptr.nbytes + indices.nbytes > l2_bytes(device)
 
 
 def visits_in_node_order(method: str, indptr: torch.Tensor, indices: torch.Tensor, device: torch.device,
