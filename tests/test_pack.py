@@ -273,42 +273,6 @@ def test_segments_go_to_their_starts(device, monkeypatch, path, sizes, dtype, da
         assert torch.equal(bits(got), bits(want[:got.numel()]))
 
 
-@given(jobs=st.lists(st.tuples(st.lists(st.integers(0, 30), min_size=1, max_size=5),
-                                st.sampled_from([torch.int64, torch.int32, torch.bool]), st.integers(1, 2),
-                                st.integers(0, 6)), min_size=1, max_size=6),
-       block=st.sampled_from([8, 16]), shared=st.booleans())
-def test_segment_jobs_in_one_launch_are_each_job_alone(device, monkeypatch, jobs, block, shared):
-    # several pack_segments calls in one launch (a super-batch's packing):
-    # jobs of any K, dtype and number of parts, empty ones, some writing
-    # into one shared out (at disjoint places): every out as the calls
-    # one by one leave it
-    from tritongnn.kernels._launch import use_triton
-    if not use_triton(device):
-        pytest.skip("no Triton on this device")
-    monkeypatch.setattr(pack, "BLOCK", block)  # several programs a job
-    calls, dtypes, cursor = [], {}, {}
-    for j, (sizes, dtype, num_parts, slack) in enumerate(jobs):
-        ptr = [0]
-        for n in sizes:
-            ptr.append(ptr[-1] + n)
-        parts = [values(ptr[-1] + slack, dtype, 10 * j + p).to(device) for p in range(num_parts)]
-        key = dtype if shared else j  # shared: jobs of one dtype write one out, one after another
-        base = cursor.get(key, 0)
-        starts = [torch.tensor([base + p * ptr[-1] + x for x in ptr[:-1]], dtype=torch.int64, device=device)
-                  for p in range(num_parts)]
-        cursor[key], dtypes[key] = base + num_parts * ptr[-1], dtype
-        calls.append((parts, torch.tensor(ptr, dtype=torch.int64, device=device), starts, key))
-    together = {key: torch.full((cursor[key] + 3,), SENTINEL, device=device).to(dtypes[key]) for key in cursor}
-    alone = {key: out.clone() for key, out in together.items()}
-    pack.launch_segment_jobs([(parts, ptr, starts, together[key]) for parts, ptr, starts, key in calls])
-    for parts, ptr, starts, key in calls:
-        for part, start in zip(parts, starts):
-            reference.pack_segments(part, ptr, start, alone[key])
-    for key in together:
-        assert torch.equal(bits(together[key]), bits(alone[key]))
-    pack.launch_segment_jobs([])  # nothing to launch
-
-
 @pytest.mark.parametrize("path", PATHS)
 def test_segments_out_of_range_are_skipped(device, path):
     # a segment past the part's end copies what the part holds; starts

@@ -73,15 +73,14 @@ def _place(part, out, i, pos, m, capacity):
     tl.store(out + pos, tl.load(part + i, mask=m), mask=m)
 
 
-@triton.jit
-def _segments_block(
+@triton.jit(do_not_specialize=["numel", "capacity", "num_segments"])
+def _segments_kernel(
     part,          # [numel] K segments back to back, from ptr[0] to ptr[K]
     starts,        # [K] int64 where segment k goes in out
     part_b,        # (TWO) a second part of the same segments, e.g. a hop's columns beside its rows
     starts_b,      # (TWO) its places in out
     ptr,           # [K + 1] int64, non-decreasing: segment k is part[ptr[k]:ptr[k + 1]]
     out,           # [capacity]
-    first,         # the block's first position in part
     numel,
     capacity,
     num_segments,  # K >= 1
@@ -89,6 +88,7 @@ def _segments_block(
     SEARCH_STEPS: tl.constexpr,  # 2^SEARCH_STEPS >= K
     BLOCK: tl.constexpr,
 ):
+    first = tl.program_id(0).to(tl.int64) * BLOCK
     lo = tl.load(ptr)
     hi = tl.minimum(tl.load(ptr + num_segments), numel)
     # the grid covers the part's bound: a block outside [ptr[0], ptr[K]) is done
@@ -120,24 +120,6 @@ def _segments_block(
             _place(part, out, i, tl.load(starts + k, mask=m, other=0) + at, m, capacity)
             if TWO:
                 _place(part_b, out, i, tl.load(starts_b + k, mask=m, other=0) + at, m, capacity)
-
-
-@triton.jit(do_not_specialize=["numels", "capacities", "nums_segments", "block_starts"])
-def _segments_kernel(
-    parts, starts, parts_b, starts_b, ptrs, outs,  # a tuple each: job j's _segments_block arguments
-    numels, capacities, nums_segments,             # tuples of ints, one a job
-    block_starts,  # NUM_JOBS + 1 ints: job j's blocks are programs block_starts[j] .. block_starts[j + 1] - 1
-    NUM_JOBS: tl.constexpr,
-    TWOS: tl.constexpr,          # a tuple: job j has a second part
-    SEARCH_STEPS: tl.constexpr,  # 2^SEARCH_STEPS >= every job's K
-    BLOCK: tl.constexpr,
-):
-    pid = tl.program_id(0).to(tl.int64)
-    for j in tl.static_range(NUM_JOBS):
-        if (pid >= block_starts[j]) & (pid < block_starts[j + 1]):
-            _segments_block(parts[j], starts[j], parts_b[j], starts_b[j], ptrs[j], outs[j],
-                            (pid - block_starts[j]) * BLOCK, numels[j], capacities[j], nums_segments[j],
-                            TWOS[j], SEARCH_STEPS, BLOCK)
 
 
 def _check_per_part(parts, per_part, name: str) -> None:
@@ -290,40 +272,30 @@ def pack_segments(parts: list[torch.Tensor], ptr: torch.Tensor, starts: list[tor
 
 
 def launch_segments(parts, ptr, starts, out) -> None:
-    """``pack_segments`` without its checks, on the current device:
-    ``ptr`` and ``starts`` contiguous (``launch_segment_jobs`` of one job)."""
-    launch_segment_jobs([(parts, ptr, starts, out)])
+    """``pack_segments`` without its checks, on the current device (the
+    sampler's launches, whose arguments it made: ``sampler._pack_plan``):
+    ``ptr`` and ``starts`` contiguous. Parts of one bound go two to a launch.
 
-
-def launch_segment_jobs(jobs) -> None:
-    """Several ``pack_segments`` calls, each ``(parts, ptr, starts, out)``
-    with the arguments it checks (``ptr`` and ``starts`` contiguous), in
-    one launch on the current device: a super-batch's packing
-    (``sampler.sample_many``: the seeds, then each hop's new nodes and
-    edges) pays the host one launch, not one a part. Parts of one job and
-    one bound go two to a program."""
-    fields = [[] for _ in range(10)]  # parts, starts, parts_b, starts_b, ptrs, outs, numels, capacities, K, two
-    for parts, ptr, starts, out in jobs:
-        num_segments = ptr.numel() - 1
-        if num_segments < 1:
-            continue
-        bits = BITS_OF_SIZE[out.element_size()]
-        j = 0
-        while j < len(parts):
-            part, start = parts[j], starts[j]
-            two = j + 1 < len(parts) and parts[j + 1].numel() == part.numel()
-            part_b, start_b = (parts[j + 1], starts[j + 1]) if two else (part, start)
-            j += 2 if two else 1
-            if part.numel():
-                for field, value in zip(fields, (part.view(bits), start, part_b.view(bits), start_b, ptr,
-                                                 out.view(bits), part.numel(), out.numel(), num_segments, two)):
-                    field.append(value)
-    if not fields[0]:
+    Tried and dropped (thirty-eighth session, dab549a): a super-batch's
+    seven launches a pass as one, every job's arguments in tuples. On the
+    H200 (Chung-Lu 5x10^7 nodes, [15, 10, 5], old and new trees in turn in
+    one call) it was no faster: K=8 0.623 / 0.648 ms a batch against 0.612 /
+    0.596 at batch 8000, K=2 0.396 against 0.338 at batch 1024; and Triton
+    specialises the ints inside tuples (three variants over eight sizes),
+    so a pass of new sizes compiled again while timed."""
+    num_segments = ptr.numel() - 1
+    if num_segments < 1:
         return
-    block_starts = [0]
-    for numel in fields[6]:
-        block_starts.append(block_starts[-1] + triton.cdiv(numel, BLOCK))
-    steps = max(1, (max(fields[8]) - 1).bit_length())
-    _segments_kernel[(block_starts[-1],)](
-        *(tuple(field) for field in fields[:9]), tuple(block_starts), NUM_JOBS=len(fields[0]),
-        TWOS=tuple(fields[9]), SEARCH_STEPS=steps, BLOCK=BLOCK)
+    bits = BITS_OF_SIZE[out.element_size()]
+    flat = out.view(bits)
+    steps = max(1, (num_segments - 1).bit_length())
+    j = 0
+    while j < len(parts):
+        part, start = parts[j], starts[j]
+        two = j + 1 < len(parts) and parts[j + 1].numel() == part.numel()
+        part_b, start_b = (parts[j + 1], starts[j + 1]) if two else (part, start)
+        j += 2 if two else 1
+        if part.numel():
+            _segments_kernel[(triton.cdiv(part.numel(), BLOCK),)](
+                part.view(bits), start, part_b.view(bits), start_b, ptr, flat,
+                part.numel(), out.numel(), num_segments, TWO=two, SEARCH_STEPS=steps, BLOCK=BLOCK)

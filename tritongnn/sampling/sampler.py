@@ -43,11 +43,10 @@ sub-batch (``edge_ptr`` from the classifier, ``num_new_per_batch`` from the
 id map). Where each sub-batch's nodes and edges go in one ``node`` and one
 edge buffer of the pass is worked out on the device with the hops
 (``_pack_plan``, captured with them); the host reads the boundaries in one
-sync per super-batch, allocates the two buffers, packs every hop's parts
-of all K into them in one launch (``kernels.pack.launch_segment_jobs``),
-and the K ``SamplerOutput``s are slices of the buffers (each batch's
-``edge_index`` a ``[2, E]`` view): one launch a pass, not a dozen copies a
-batch.
+sync per super-batch, allocates the two buffers, launches one
+``kernels.pack_segments`` per hop and buffer for all K, and the K
+``SamplerOutput``s are slices of the buffers (each batch's ``edge_index`` a
+``[2, E]`` view): a handful of launches a pass, not a dozen copies a batch.
 What is saved is per-launch cost: K batches take the launches and host
 decisions of one, with K times the work per launch. What it costs is
 memory: buffers and the id map are sized for K batches at once.
@@ -79,7 +78,7 @@ from ..graph import CSCGraph
 from ..host_memory import capturing, pinned_empty
 from ..kernels import IdMap, draw_seeds, pack_prefixes, sample_neighbors
 from ..kernels.id_map import DirectTable, direct_fits
-from ..kernels.pack import launch_segment_jobs
+from ..kernels.pack import launch_segments
 from ..kernels.sample import MAX_FANOUT, check_method
 from ..kernels._launch import host_list, new_stream, on_device, on_device_of, use_triton
 
@@ -751,19 +750,18 @@ class NeighborSampler:
         nodes_of = [sizes[k] + sum(hop[k] for hop in num_new) for k in range(num_batches)]
 
         # Every sub-batch packed into its place in one node and one edge
-        # buffer (``_pack_plan``), in one launch for every hop, part and
-        # sub-batch: the K outputs are slices of them. The launches run on the GPU while
+        # buffer (``_pack_plan``), a launch per hop and part for all K: the
+        # K outputs are slices of them. The launches run on the GPU while
         # the host slices (and the caller goes on to the next pass).
         node = torch.empty(sum(nodes_of), dtype=torch.int64, device=self.device)
         edges = torch.empty(2 * sum(edges_of), dtype=torch.int64, device=self.device)
         eid = torch.empty(sum(edges_of), dtype=torch.int64, device=self.device) if self.return_eid else None
-        jobs = [([seeds], batch_ptr, [plan.node_start], node)]
+        launch_segments([seeds], batch_ptr, [plan.node_start], node)
         for (e, m), (new_ptr, new_start, row_start, col_start, eid_start) in zip(hops, plan.hops):
-            jobs.append(([m.new_nodes], new_ptr, [new_start], node))
-            jobs.append(([m.local, e.dst], e.edge_ptr, [row_start, col_start], edges))
+            launch_segments([m.new_nodes], new_ptr, [new_start], node)
+            launch_segments([m.local, e.dst], e.edge_ptr, [row_start, col_start], edges)
             if eid is not None:
-                jobs.append(([e.eid], e.edge_ptr, [eid_start], eid))
-        launch_segment_jobs(jobs)
+                launch_segments([e.eid], e.edge_ptr, [eid_start], eid)
         eid_of = [None] * num_batches if eid is None else self._edge_ids(eid).split(edges_of)
         outputs = []
         for k, (n_id, pair) in enumerate(zip(node.split(nodes_of), edges.split([2 * e for e in edges_of]))):
