@@ -138,7 +138,13 @@ PRIOR_WORDS = True
 # filter's L2 atomics alone 0.136); the sampler alone (fused kernel, off /
 # on in one process) K=1 0.82 -> 0.74-0.76 ms a batch, K=8 0.68-0.72 ->
 # 0.60. On cnr2000 (325k nodes, a table the L2 holds) forced on, it cost
-# K=1 up to a quarter: hence the rule. Not measured between the two sizes.
+# K=1 up to a quarter: hence the rule. Between the two (thirty-eighth
+# session, Chung-Lu at 20 edges a node, [15, 10, 5], off / on in turn in one
+# process, ms a batch): 8M nodes (off by the rule) K=1 0.761 / 0.765 off
+# against 0.777 / 0.808 on, K=8 0.562 / 0.567 against 0.584 / 0.555; 16M
+# (on) K=1 0.679 / 0.687 against 0.640 / 0.682, K=8 0.605 / 0.605 against
+# 0.557 / 0.560; 25M (on) K=1 0.849 / 0.849 against 0.790 / 0.805, K=8
+# 0.673 / 0.674 against 0.618 / 0.615.
 # Tried and dropped (thirty-eighth session, fb41c3c): the fused sampling
 # kernel marking the filter as it stores a hop's candidates, sparing this
 # pass's reads. The kernel grew by what the pass took (K=1 0.202 ms a
