@@ -40,13 +40,12 @@ node in two sub-batches is two nodes) for all K, as for a single batch. The per-
 by its position within its sub-batch, so every sub-batch comes out bit for
 bit as ``sample`` gives it alone. Each hop's outputs are grouped by
 sub-batch (``edge_ptr`` from the classifier, ``num_new_per_batch`` from the
-id map). Where each sub-batch's nodes and edges go in one ``node`` and one
-edge buffer of the pass is worked out on the device with the hops
-(``_pack_plan``, captured with them); the host reads the boundaries in one
-sync per super-batch, allocates the two buffers, launches one
-``kernels.pack_segments`` per hop and buffer for all K, and the K
-``SamplerOutput``s are slices of the buffers (each batch's ``edge_index`` a
-``[2, E]`` view): a handful of launches a pass, not a dozen copies a batch.
+id map). The host reads every hop's boundaries per sub-batch in one sync
+per super-batch, slices each sub-batch's parts from the hops' buffers and
+lays them end to end with one ``torch.cat`` a buffer: one ``node`` and one
+edge buffer a pass, and the K ``SamplerOutput``s are slices of them (each
+batch's ``edge_index`` a ``[2, E]`` view): two copies a pass, not a dozen
+a batch.
 What is saved is per-launch cost: K batches take the launches and host
 decisions of one, with K times the work per launch. What it costs is
 memory: buffers and the id map are sized for K batches at once.
@@ -69,7 +68,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import NamedTuple
 
 import torch
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
@@ -79,7 +77,6 @@ from ..graph import CSCGraph
 from ..host_memory import capturing, pinned_empty
 from ..kernels import IdMap, draw_seeds, pack_prefixes, sample_neighbors
 from ..kernels.id_map import DirectTable, direct_fits
-from ..kernels.pack import launch_segments
 from ..kernels.sample import MAX_FANOUT, check_method
 from ..kernels._launch import host_list, new_stream, on_device, on_device_of, use_triton
 
@@ -126,45 +123,6 @@ def _bounds(hops, num_batches: int) -> torch.Tensor:
     """Every hop's ``edge_ptr`` (K + 1) and new nodes per sub-batch (K), hop
     after hop: what the host reads of a super-batch, in one tensor."""
     return torch.cat([t for e, m in hops for t in (e.edge_ptr, m.num_new_per_batch[:num_batches])])
-
-
-class _PackPlan(NamedTuple):
-    """Where each sub-batch's parts go in a super-batch's packed outputs
-    (``_pack_plan``), ``int64`` on the device. The K sub-batches follow one
-    another in each buffer: sub-batch ``k``'s nodes (its seeds, from
-    ``node_start[k]``, then each hop's new nodes), its edges (all its rows,
-    then all its columns: its ``edge_index``, ``[2, E_k]``, a view) and its
-    edge ids. ``hops[h]`` is ``(new_ptr, new_start, row_start, col_start,
-    eid_start)``: ``new_ptr`` (``K + 1``) splits hop ``h``'s new nodes by
-    sub-batch, the others (``K``) say where each sub-batch's part of the hop
-    goes (views made once: a replay's launches index nothing)."""
-    node_start: torch.Tensor
-    hops: list[tuple[torch.Tensor, ...]]
-
-
-def _pack_plan(hops, batch_ptr: torch.Tensor) -> _PackPlan:
-    """The offsets of a super-batch's packed outputs, from every hop's
-    ``edge_ptr`` and new nodes per sub-batch: small torch ops on the device,
-    no sync (captured with the hops, where they replay)."""
-    num_batches = batch_ptr.numel() - 1
-    device = batch_ptr.device
-    if hops:
-        edges = torch.stack([e.edge_ptr for e, _ in hops]).diff(dim=1)                # [L, K] edges
-        new = torch.stack([m.num_new_per_batch[:num_batches] for _, m in hops])       # [L, K] new nodes
-    else:
-        edges = new = torch.zeros((0, num_batches), dtype=torch.int64, device=device)
-    seeds = batch_ptr.diff()
-    num_edges, num_nodes = edges.sum(0), seeds + new.sum(0)
-    edge_start = num_edges.cumsum(0) - num_edges
-    node_start = num_nodes.cumsum(0) - num_nodes
-    edge_before = edges.cumsum(0) - edges  # [L, K]: the sub-batch's edges in earlier hops
-    row_start = 2 * edge_start + edge_before
-    new_counts = new.cumsum(1)
-    new_ptr = torch.cat([new_counts.new_zeros((new.shape[0], 1)), new_counts], 1)
-    new_start = node_start + seeds + new.cumsum(0) - new
-    per_hop = [t.unbind(0) for t in (new_ptr, new_start, row_start, row_start + num_edges,
-                                     edge_start + edge_before)]
-    return _PackPlan(node_start=node_start, hops=list(zip(*per_hop)))
 
 
 def _sub_batch_of(batch_ptr: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -298,15 +256,13 @@ class _CapturedHops:
             self._run()
 
     def _run(self):
-        """The captured work: every hop, what the host reads after a replay
-        (``sizes``: ``_sizes``, or ``_bounds`` for K > 1) and, for K > 1,
-        where ``sample_many`` packs each sub-batch (``plan``)."""
+        """The captured work: every hop and what the host reads after a
+        replay (``sizes``: ``_sizes``, or ``_bounds`` for K > 1)."""
         # the seeds' sub-batches from batch_ptr, in the graph: one input fewer to write
         seeds_batch = None if self.batch_ptr is None else _sub_batch_of(self.batch_ptr, self._positions)
         self.hops = self._sampler()._hops(self.seeds, self.rng, None, self.id_map, seeds_batch, self.batch_ptr)
         self.sizes = None if not self.hops else \
             _sizes(self.hops) if self.num_batches == 1 else _bounds(self.hops, self.num_batches)
-        self.plan = _pack_plan(self.hops, self.batch_ptr) if self.num_batches > 1 else None
 
     def replay(self, seeds, rng: torch.Tensor, batch_ptr: torch.Tensor | None = None):
         """Run the graph on these inputs: ``seeds`` (a tensor, or for K > 1
@@ -314,8 +270,7 @@ class _CapturedHops:
         ``rng`` and, for K > 1, ``batch_ptr`` (``K + 1``), both on the CPU
         (staged in pinned memory: no copy here waits for the stream); returns
         ``(hops, sizes)``, the hops' buffers and the sizes (``_sizes``, or
-        ``_bounds`` for K > 1) in one tensor (``plan``: a super-batch's
-        packing offsets)."""
+        ``_bounds`` for K > 1) in one tensor."""
         if isinstance(seeds, torch.Tensor):
             self.seeds.copy_(seeds)
         else:
@@ -730,7 +685,7 @@ class NeighborSampler:
         captured = self._replayable(total, num_batches) if self.cuda_graph else None
         if captured is not None:
             hops, bounds = captured.replay(seeds_list, rng, ptr)
-            plan, seeds, batch_ptr = captured.plan, captured.seeds, captured.batch_ptr
+            seeds = captured.seeds
         else:
             seeds = torch.cat(list(seeds_list))
             batch_ptr = ptr.to(self.device)
@@ -738,31 +693,41 @@ class NeighborSampler:
             id_map = self._map_for(sum(self._node_bound(b) for b in sizes), num_batches)
             hops = self._hops(seeds, self._rng_on_device(rng), generator, id_map, seeds_batch, batch_ptr)
             bounds = _bounds(hops, num_batches) if hops else None
-            plan = _pack_plan(hops, batch_ptr)
 
         # The one sync of the super-batch: how many edges and new nodes each
         # sub-batch has in every hop.
         k1 = num_batches + 1
         bounds = host_list(bounds) if hops else []
-        num_edges = [[at[k + 1] - at[k] for k in range(num_batches)]
-                     for at in (bounds[h * (2 * k1 - 1):h * (2 * k1 - 1) + k1] for h in range(len(hops)))]
+        edge_at = [bounds[h * (2 * k1 - 1):h * (2 * k1 - 1) + k1] for h in range(len(hops))]  # edge_ptr a hop
+        num_edges = [[at[k + 1] - at[k] for k in range(num_batches)] for at in edge_at]
         num_new = [bounds[h * (2 * k1 - 1) + k1:(h + 1) * (2 * k1 - 1)] for h in range(len(hops))]
         edges_of = [sum(hop[k] for hop in num_edges) for k in range(num_batches)]
         nodes_of = [sizes[k] + sum(hop[k] for hop in num_new) for k in range(num_batches)]
 
-        # Every sub-batch packed into its place in one node and one edge
-        # buffer (``_pack_plan``), a launch per hop and part for all K: the
-        # K outputs are slices of them. The launches run on the GPU while
-        # the host slices (and the caller goes on to the next pass).
-        node = torch.empty(sum(nodes_of), dtype=torch.int64, device=self.device)
-        edges = torch.empty(2 * sum(edges_of), dtype=torch.int64, device=self.device)
-        eid = torch.empty(sum(edges_of), dtype=torch.int64, device=self.device) if self.return_eid else None
-        launch_segments([seeds], batch_ptr, [plan.node_start], node)
-        for (e, m), (new_ptr, new_start, row_start, col_start, eid_start) in zip(hops, plan.hops):
-            launch_segments([m.new_nodes], new_ptr, [new_start], node)
-            launch_segments([m.local, e.dst], e.edge_ptr, [row_start, col_start], edges)
-            if eid is not None:
-                launch_segments([e.eid], e.edge_ptr, [eid_start], eid)
+        # Every sub-batch's parts, sliced on the host from the boundaries just
+        # read, laid end to end by one torch.cat a buffer: sub-batch k's
+        # nodes (its seeds, then each hop's new nodes) in one node buffer,
+        # its rows then its columns (its ``edge_index``, ``[2, E_k]``) in one
+        # edge buffer. The copies run on the GPU while the host builds the
+        # outputs (and the caller goes on to the next pass).
+        node_parts, edge_parts, eid_parts = [], [], []
+        seed_at = 0
+        new_at = [0] * len(hops)
+        for k in range(num_batches):
+            node_parts.append(seeds[seed_at:seed_at + sizes[k]])
+            seed_at += sizes[k]
+            for h, (_, m) in enumerate(hops):
+                node_parts.append(m.new_nodes[new_at[h]:new_at[h] + num_new[h][k]])
+                new_at[h] += num_new[h][k]
+            spans = [(edge_at[h][k], edge_at[h][k + 1]) for h in range(len(hops))]
+            edge_parts += [m.local[a:b] for (_, m), (a, b) in zip(hops, spans)]
+            edge_parts += [e.dst[a:b] for (e, _), (a, b) in zip(hops, spans)]
+            if self.return_eid:
+                eid_parts += [e.eid[a:b] for (e, _), (a, b) in zip(hops, spans)]
+        node = torch.cat(node_parts)
+        none = torch.empty(0, dtype=torch.int64, device=self.device)  # no hop: no edge
+        edges = torch.cat(edge_parts or [none])
+        eid = torch.cat(eid_parts or [none]) if self.return_eid else None
         eid_of = [None] * num_batches if eid is None else self._edge_ids(eid).split(edges_of)
         outputs = []
         for k, (n_id, pair) in enumerate(zip(node.split(nodes_of), edges.split([2 * e for e in edges_of]))):
