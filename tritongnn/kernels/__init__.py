@@ -23,10 +23,9 @@ from .classify import classify_frontier, prefix_sum
 from .gather import gather_rows
 from .id_map import IdMap
 from .outputs import ClassifiedFrontier, HopSample, MappedHop
-from .pack import pack_prefixes, pack_segments
+from .pack import pack_prefixes
 from .reduce import column_sum
 from .sample import draw_seeds, sample_neighbors
 
 __all__ = ["sample_neighbors", "draw_seeds", "IdMap", "gather_rows", "HopSample", "MappedHop", "aggregate", "attend",
-           "segment_sum", "column_sum", "classify_frontier", "prefix_sum", "ClassifiedFrontier", "pack_prefixes",
-           "pack_segments"]
+           "segment_sum", "column_sum", "classify_frontier", "prefix_sum", "ClassifiedFrontier", "pack_prefixes"]

@@ -228,22 +228,6 @@ def pack_prefixes(parts, counts, out, start=None):
     return torch.tensor([offset], dtype=torch.int64, device=out.device)
 
 
-def pack_segments(part, ptr, starts, out):
-    """Reference of ``kernels.pack.pack_segments`` (host syncs: ``ptr`` and
-    ``starts`` read on the host; ``ptr`` non-decreasing). Segment ``k``
-    copies the positions of ``[ptr[k], ptr[k + 1])`` inside ``part`` to
-    ``starts[k]`` on, those landing in ``[0, out.numel())``."""
-    p, s = ptr.tolist(), starts.tolist()
-    for k in range(len(s)):
-        lo, hi = max(p[k], 0), min(p[k + 1], part.numel())
-        if lo >= hi:
-            continue
-        first = s[k] + lo - p[k]  # where part[lo] goes
-        a, b = max(first, 0), min(first + hi - lo, out.numel())
-        if a < b:
-            out[a:b] = part[lo + a - first:lo + b - first]
-
-
 def segment_sum(x, indptr, index, weight, out, mean=False):
     """Reference of ``kernels.aggregate.segment_sum`` (float32 accumulation;
     ``mean``: each sum divided by its segment's size, at least 1)."""

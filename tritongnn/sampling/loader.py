@@ -253,11 +253,10 @@ class NeighborLoader:
             on an H200, the sampler alone,
             ``super_batch=8`` against 1 (``bench/results/README.md``):
             cnr2000 in GPU memory 1.29-2.03x; a 5x10^7-node graph through
-            UVA 1.43-1.48x, in GPU memory 1.09-1.36x at batch 8000 and
-            1.24-1.61x at batches of 1024-4000. On that graph in GPU
-            memory ``super_batch=2`` is slower than 1 (0.61-0.90x at
-            batches of 1024 and 8000): a pass's own host cost is not
-            covered by two batches. Peak sampler memory grows about K-fold
+            UVA 1.43-1.48x, in GPU memory 1.03-1.36x at batch 8000 and
+            1.24-1.79x at batches of 1024-4000 (``super_batch=2`` on that
+            graph in GPU memory: 0.97-1.06x at batches of 1024 and 8000).
+            Peak sampler memory grows about K-fold
             (0.96 GB at K=1 to 8.7 GB at K=8, batch 8000, [15, 10, 5]).
             Each batch is gathered on its own (``GATHER_PER_PASS``).
             Where K x num_nodes id-map words pass the direct table's

@@ -54,8 +54,8 @@ On the H200 a replayed batch of 8000 seeds on a 5x10^7-node graph takes
 about 0.57 ms of GPU time at any K (0.63-0.69 before the id map's seen
 filter; its passes are most of it, and their work is per candidate), so
 what replaying K at once saves is K = 1's host share (0.08-0.32 ms a
-batch, with the host's speed): K = 8 sampled 1.09-1.36x as fast as K = 1
-there, 1.24-1.61x at batches of 1024-4000 seeds (less GPU work to hide
+batch, with the host's speed): K = 8 sampled 1.03-1.36x as fast as K = 1
+there, 1.24-1.79x at batches of 1024-4000 seeds (less GPU work to hide
 that share), and 1.36-2.84x on cnr2000, whose batches overlap and leave
 the GPU idle more (bench/results/README.md, thirty-third to thirty-eighth
 sessions; before the packing, 0.97-1.18x and 1.20-1.94x).
