@@ -148,8 +148,9 @@ PRIOR_WORDS = True
 # Tried and dropped (thirty-eighth session, fb41c3c): the fused sampling
 # kernel marking the filter as it stores a hop's candidates, sparing this
 # pass's reads. The kernel grew by what the pass took (K=1 0.202 ms a
-# batch against 0.118 + 0.083; K=8 0.188 against 0.105 + 0.089) and the
-# sampler's wall did not move: the filter's time is its L2 atomics.
+# batch against 0.118 + 0.083 in the thirty-seventh session's profile; K=8
+# 0.188 against 0.105 + 0.089) and the sampler's wall did not move in the
+# same process: the filter's time is its L2 atomics.
 SEEN_MIN_NODES: int | None = None
 _TAG_SHIFT, _LOCAL_BIT, _LOW_MAX = tl.constexpr(TAG_SHIFT), tl.constexpr(LOCAL_BIT), tl.constexpr(LOW_MAX)
 # Candidates a program and its warps, per pass. Measured on the H200
