@@ -725,9 +725,9 @@ class NeighborSampler:
             if self.return_eid:
                 eid_parts += [e.eid[a:b] for (e, _), (a, b) in zip(hops, spans)]
         node = torch.cat(node_parts)
-        none = torch.empty(0, dtype=torch.int64, device=self.device)  # no hop: no edge
-        edges = torch.cat(edge_parts or [none])
-        eid = torch.cat(eid_parts or [none]) if self.return_eid else None
+        no_edge = torch.empty(0, dtype=torch.int64, device=self.device)  # no hop: nothing to lay end to end
+        edges = torch.cat(edge_parts or [no_edge])
+        eid = torch.cat(eid_parts or [no_edge]) if self.return_eid else None
         eid_of = [None] * num_batches if eid is None else self._edge_ids(eid).split(edges_of)
         outputs = []
         for k, (n_id, pair) in enumerate(zip(node.split(nodes_of), edges.split([2 * e for e in edges_of]))):
