@@ -4,9 +4,12 @@ classifier, ``NeighborSampler.sample_many``).
 
 One run, every number side by side: for each graph (a Chung-Lu power-law
 graph, by default 5x10^7 nodes and 10^9 edges; the cnr2000 web crawl), each
-adjacency placement (GPU memory; pinned host memory read through UVA), each
+adjacency placement (GPU memory; pinned host memory read through UVA; or
+``cached``: the adjacency cache, the graph renamed hot-first by degree and
+the rows of its first nodes, ``--adj-cache-fraction`` of the edges, copied
+to GPU memory, the rest read through UVA), each
 ``num_neighbors`` ([15, 10, 5] and GARDEN's DGL-order [5, 10, 15]), each K
-(1, 2, 4, 8, 16) and, through UVA, each frontier order (``--frontier-orders``:
+(1, 2, 4, 8, 16) and, through UVA (with the cache too), each frontier order (``--frontier-orders``:
 the package's rule, always node-id order, never, or a letter a hop: ``FFS``
 sorts only the third hop's frontier), it samples the epoch's
 batches of ``--batch-size`` seeds K at a time with the multi-hop sampler
@@ -121,6 +124,26 @@ def load_graphs(args, device):
     return graphs
 
 
+def adjacency_cache(graph, fraction):
+    """``(graph renamed hot-first, new_id, tiers)`` for the ``cached``
+    placement: nodes in order of falling degree (the share of a frontier's
+    row reads a node takes grows with its degree; the loader's cache plan
+    orders by profiled reads instead), the renamed graph in pinned host
+    memory, and ``tiers``, the sampler's ``hot_indptr``/``hot_indices``: GPU
+    copies of the rows of the first A nodes, the most whose rows hold at
+    most ``fraction`` of the edges."""
+    order = torch.argsort(graph.degree(), descending=True, stable=True)
+    renamed = graph.relabel(order, keep_edge_perm=False)
+    num_hot = int(torch.searchsorted(renamed.indptr, int(fraction * graph.num_edges), right=True)) - 1
+    tiers = dict(hot_indptr=renamed.indptr[:num_hot + 1].clone(),
+                 hot_indices=renamed.indices[:int(renamed.indptr[num_hot])].clone())
+    new_id = torch.empty_like(order)
+    new_id[order] = torch.arange(order.numel(), device=order.device)
+    placed = renamed.pin_memory()
+    del renamed
+    return placed, new_id, tiers
+
+
 def epoch_batches(seeds, batch_size, max_batches, seed=0):
     """The epoch's batches (shuffled), at most ``max_batches`` of them, and
     the number of batches in the whole epoch."""
@@ -178,7 +201,7 @@ def same_batches(sampler, batches, k) -> bool:
     return True
 
 
-def run_config(graph, batches, epoch_len, fanouts, k, method, args, device):
+def run_config(graph, batches, epoch_len, fanouts, k, method, args, device, tiers=None):
     gc.collect()
     cuda = device.type == "cuda"
     if cuda:
@@ -186,7 +209,7 @@ def run_config(graph, batches, epoch_len, fanouts, k, method, args, device):
         sync(device)
         base = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
-    sampler = NeighborSampler(graph, fanouts, device=device, method=method, d_max=args.d_max)
+    sampler = NeighborSampler(graph, fanouts, device=device, method=method, d_max=args.d_max, **(tiers or {}))
     correct = same_batches(sampler, batches, k)
     # compile and capture: the first groups and the pass's last, shorter one
     # (its own CUDA graph), so no capture falls in a timed pass
@@ -220,7 +243,10 @@ def main():
     parser.add_argument("--edges", type=int, default=1_000_000_000, help="Chung-Lu edges")
     parser.add_argument("--train-fraction", type=float, default=0.6, help="Chung-Lu seeds: this share of nodes")
     parser.add_argument("--cnr2000", default=str(CNR2000), help="path of cnr2000.npz")
-    parser.add_argument("--placements", nargs="+", default=["device", "host"], choices=["device", "host"])
+    parser.add_argument("--placements", nargs="+", default=["device", "host"], choices=["device", "host", "cached"],
+                        help="cached: the adjacency cache (hot rows in GPU memory, the rest through UVA)")
+    parser.add_argument("--adj-cache-fraction", type=float, default=0.25,
+                        help="cached: the share of the edges whose rows the cache holds (hot-first by degree)")
     parser.add_argument("--num-neighbors", nargs="+", default=["15,10,5", "5,10,15"],
                         help="fanout lists, comma-separated, one per configuration")
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8, 16])
@@ -228,7 +254,7 @@ def main():
                         help="sampling kernels (auto: the sampler's default for the placement)")
     parser.add_argument("--d-max", type=int, default=64, help="grouped kernels: staged rows up to this degree")
     parser.add_argument("--frontier-orders", nargs="+", default=["auto"],
-                        help="through UVA, each a configuration: each hop's row bounds and rows read in node-id "
+                        help="through UVA (host and cached), each a configuration: each hop's row bounds and rows read in node-id "
                              "order where the package's rule says so (auto: sample.sorts_frontier), always "
                              "(sorted), never (frontier), or per hop (a letter a hop, S sorted, F not: FFS); "
                              "in GPU memory rows are read in frontier order (one configuration)")
@@ -262,6 +288,8 @@ def main():
     for name in ("sync_above_log2", "graph_keys_max_log2"):
         if getattr(args, name) is not None and not 0 <= getattr(args, name) <= 40:
             parser.error(f"--{name.replace('_', '-')} must be in [0, 40], got {getattr(args, name)}")
+    if not 0 < args.adj_cache_fraction < 1:
+        parser.error(f"--adj-cache-fraction must be in (0, 1), got {args.adj_cache_fraction}")
     if args.direct_max_gb is not None and args.direct_max_gb < 0:
         parser.error(f"--direct-max-gb must be >= 0, got {args.direct_max_gb}")
     if args.sync_above_log2 is not None:
@@ -292,18 +320,31 @@ def main():
     for name, graph, seeds in load_graphs(args, device):
         batches, epoch_len = epoch_batches(seeds, args.batch_size, args.max_batches)
         for placement in args.placements:
-            placed = graph.pin_memory() if placement == "host" else graph
-            orders = args.frontier_orders if placement == "host" else ["frontier"]
+            tiers, placed_batches = None, batches
+            if placement == "cached":
+                placed, new_id, tiers = adjacency_cache(graph, args.adj_cache_fraction)
+                placed_batches = [new_id[b] for b in batches]
+                del new_id
+                print(f"{name} cached: rows of {tiers['hot_indptr'].numel() - 1} nodes, "
+                      f"{tiers['hot_indices'].numel()} edges in GPU memory", flush=True)
+            else:
+                placed = graph.pin_memory() if placement == "host" else graph
+            orders = args.frontier_orders if placement != "device" else ["frontier"]
             for fanouts, k, order, method, (run, seen) in itertools.product(
                     fanout_lists, args.ks, orders, args.methods, enumerate(args.seen_filters)):
+                if method == "fused" and order not in ("auto", "frontier"):
+                    continue  # the fused kernel reads in frontier order only
                 sample_module.sorts_frontier = order_rule(order, len(fanouts))
                 id_map_module.SEEN_MIN_NODES = SEEN_MIN_NODES[seen]
-                row = run_config(placed, batches, epoch_len, fanouts, k, method, args, device)
-                row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=placement,
+                row = run_config(placed, placed_batches, epoch_len, fanouts, k, method, args, device, tiers)
+                # the cache's share of the edges in the placement's name (the CSV has no column for it)
+                label = f"cached:{args.adj_cache_fraction:g}" if tiers else placement
+                row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=label,
                            num_neighbors=fanouts, method=method,
                            frontier_order=order if order != "auto" else "auto:" + (
                                "sorted" if sample_module.visits_in_node_order(method, placed.indptr,
-                                                                              placed.indices, device)
+                                                                              placed.indices, device,
+                                                                              tiered=tiers is not None)
                                else "frontier"),
                            batch_size=args.batch_size, batches_timed=len(batches), batches_per_epoch=epoch_len,
                            seen_filter=seen if seen != "auto" else "auto:" + (
@@ -319,7 +360,7 @@ def main():
                     print(f"  {'GPU' if device.type == 'cuda' else 'CPU'} time {kernels['total']:.3f} "
                           f"ms/batch; top: " + ", ".join(f"{name[:40]} {ms:.3f}"
                                                       for name, ms in kernels["top"].items()), flush=True)
-            del placed
+            del placed, tiers, placed_batches
         del graph, seeds
         gc.collect()
 
