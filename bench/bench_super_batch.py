@@ -73,8 +73,8 @@ from bench_loader import sync  # noqa: E402
 GB = 2**30
 # --frontier-orders: sample_neighbors' choice where it is not told
 SORTS_FRONTIER = dict(auto=sample_module.sorts_frontier,
-                      sorted=lambda indptr, indices, device, tiered=False: not indices.is_cuda,
-                      frontier=lambda indptr, indices, device, tiered=False: False)
+                      sorted=lambda indptr, indices, device, hot_indptr=None, hot_indices=None: not indices.is_cuda,
+                      frontier=lambda indptr, indices, device, hot_indptr=None, hot_indices=None: False)
 
 # --seen-filters: id_map.SEEN_MIN_NODES for each choice
 SEEN_MIN_NODES = dict(auto=id_map_module.SEEN_MIN_NODES, on=0, off=1 << 62)
@@ -87,7 +87,7 @@ def order_rule(order: str, num_hops: int):
     if order in SORTS_FRONTIER:
         return SORTS_FRONTIER[order]
     calls = itertools.count()
-    return lambda indptr, indices, device, tiered=False: \
+    return lambda indptr, indices, device, hot_indptr=None, hot_indices=None: \
         not indices.is_cuda and order[next(calls) % num_hops] == "S"
 
 
@@ -344,7 +344,7 @@ def main():
                            frontier_order=order if order != "auto" else "auto:" + (
                                "sorted" if sample_module.visits_in_node_order(method, placed.indptr,
                                                                               placed.indices, device,
-                                                                              tiered=tiers is not None)
+                                                                              **(tiers or {}))
                                else "frontier"),
                            batch_size=args.batch_size, batches_timed=len(batches), batches_per_epoch=epoch_len,
                            seen_filter=seen if seen != "auto" else "auto:" + (

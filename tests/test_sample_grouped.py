@@ -142,7 +142,7 @@ def test_the_fused_kernel_never_visits_in_node_order(monkeypatch):
     from tritongnn.kernels import sample as sample_module
     arrays = (torch.zeros(2, dtype=torch.int64), torch.zeros(4, dtype=torch.int32), torch.device("cpu"))
     for rule in (True, False):
-        monkeypatch.setattr(sample_module, "sorts_frontier", lambda indptr, indices, device, tiered=False: rule)
+        monkeypatch.setattr(sample_module, "sorts_frontier", lambda indptr, indices, device, hot_indptr=None, hot_indices=None: rule)
         assert {m: visits_in_node_order(m, *arrays) for m in ("foundation", "grouped", "grouped_split", "auto",
                                                                "fused")} == \
             {"foundation": rule, "grouped": rule, "grouped_split": rule, "auto": rule, "fused": False}
@@ -158,7 +158,11 @@ def test_rows_through_uva_past_the_l2_are_read_in_node_order():
     assert sorts_frontier(indptr, large, cuda)
     assert not sorts_frontier(indptr, large[:16], cuda)  # stays in the L2
     assert not sorts_frontier(indptr.to(cuda), large.to(cuda), cuda)  # GPU memory
-    assert not sorts_frontier(indptr, large, cuda, tiered=True)  # the adjacency cache's mix: not measured
+    # the adjacency cache: what is read through UVA, past its GPU prefix, counts
+    twice = torch.empty(l2 // 2 + 1, dtype=torch.int32).pin_memory()  # twice the L2
+    hot_indptr, quarter = indptr[:1].to(cuda), twice.numel() // 4
+    assert sorts_frontier(indptr, twice, cuda, hot_indptr, twice[:quarter].to(cuda))  # 1.5 L2 left: sorted
+    assert not sorts_frontier(indptr, twice, cuda, hot_indptr, twice[:3 * quarter].to(cuda))  # half of it left
 
 
 # Every compiled variant the random-graph test below draws from, each once:

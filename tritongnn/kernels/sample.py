@@ -60,8 +60,9 @@ position's neighbour are read from the GPU copy when ``v < A`` (position
 Visit order. Through UVA the H200 reads host memory at a rate set by the
 distinct host pages a kernel's reads touch, not by their bytes
 (``kernels.gather``'s docstring); a frontier in sampling order touches one
-page a read. Where every row crosses PCIe and the host arrays outgrow the
-L2 (``sorts_frontier``), a hop therefore sorts its frontier by node id
+page a read. Where rows cross PCIe and the host arrays they are read from
+outgrow the L2 (``sorts_frontier``: all of them, or with the adjacency
+cache those past its GPU prefix), a hop therefore sorts its frontier by node id
 (``classify.node_order``, one ``torch.sort`` of 32-bit keys on the device),
 reads the row bounds in that order (``classify_frontier(sort_by_node=
 True)``) and the sampling kernels take their nodes in it (``visit``; the
@@ -77,9 +78,13 @@ ms); K = 8 then samples 1.39-1.61x as fast a batch as K = 1 over methods
 and runs (in frontier order 1.03-1.17x). On cnr2000, whose 16 MB of arrays
 stay in the L2, sorting only cost (hops 0.47-0.73x; a super-batch of 8
 gained nothing from any of its hops sorted, thirty-sixth session): there
-the frontier keeps its order, as it does with the adjacency cache (not
-measured). The fused kernel, whose look-back scan walks the frontier in
-order, does not sort.
+the frontier keeps its order. With the adjacency cache (thirty-ninth
+session, the same graph renamed hot-first by degree, the rows of a quarter
+or half of its edges in GPU memory) sorting made a batch 2.4-3.0x faster
+at K = 1 and 3.3-4.0x at K = 8 with [15, 10, 5], 1.7-1.9x and 2.5-2.9x
+with [5, 10, 15], for every kernel that sorts.
+The fused kernel, whose look-back scan walks the frontier in order, does
+not sort.
 
 Sizes need not be known on the host: the frontier is a buffer of ``bound``
 slots of which the first ``num_frontier`` (a device scalar) are valid, so a
@@ -450,10 +455,9 @@ def sample_neighbors(
         check_dense_index(hot_indices, "hot_indices", (torch.int32, torch.int64))
     # after the checks: the rule and auto read the arrays' placement and sizes
     if sort_frontier is None:
-        sort_frontier = visits_in_node_order(method, indptr, indices, device,
-                                             tiered=hot_indptr is not None or hot_indices is not None)
+        sort_frontier = visits_in_node_order(method, indptr, indices, device, hot_indptr, hot_indices)
     if method == "auto":
-        method = auto_method(indices, hot_indices, device, sort_frontier)
+        method = auto_method(indices, device, sort_frontier)
     if sort_frontier and method == "fused" and fanout >= 0:
         raise ValueError("sort_frontier=True: method='fused' reads the frontier in its own order "
                          "(its look-back scan); take another method or sort_frontier=None")
@@ -547,37 +551,38 @@ def sample_neighbors(
     return HopSample(src, dst, eid if return_eid else None, num_edges, batch if has_batch else None, edge_ptr)
 
 
-def sorts_frontier(indptr: torch.Tensor, indices: torch.Tensor, device: torch.device, tiered: bool = False) -> bool:
+def sorts_frontier(indptr: torch.Tensor, indices: torch.Tensor, device: torch.device,
+                   hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None) -> bool:
     """``sort_frontier=None``: whether a hop on ``device`` visits its frontier
-    in node-id order: where every row is read through UVA (``indices`` in
-    host memory, no adjacency cache) and the host arrays outgrow the GPU's
-    L2 (below that, the rows read once stay in the L2 and the sort only
-    costs), if ``SORT_FRONTIER``. With the adjacency cache (``tiered``: hot
-    rows in GPU memory, the rest through UVA) the frontier keeps its order:
-    that mix is not measured yet (``sort_frontier=True`` asks for it)."""
-    if not SORT_FRONTIER or tiered or device.type != "cuda" or indices.is_cuda:
+    in node-id order: where rows are read through UVA (``indices`` in host
+    memory) and the host arrays' bytes the kernels read there outgrow the
+    GPU's L2 (below that, the rows read once stay in the L2 and the sort
+    only costs), if ``SORT_FRONTIER``. With the adjacency cache
+    (``hot_indptr``/``hot_indices``, GPU copies of the arrays' prefixes)
+    only the rest counts: what the kernels read through UVA."""
+    if not SORT_FRONTIER or device.type != "cuda" or indices.is_cuda:
         return False
-    return indptr.nbytes + indices.nbytes > l2_bytes(device)
+    host_bytes = indptr.nbytes + indices.nbytes
+    if hot_indptr is not None and hot_indices is not None:
+        host_bytes -= hot_indptr.nbytes + hot_indices.nbytes
+    return host_bytes > l2_bytes(device)
 
 
 def visits_in_node_order(method: str, indptr: torch.Tensor, indices: torch.Tensor, device: torch.device,
-                         tiered: bool = False) -> bool:
+                         hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None) -> bool:
     """``sort_frontier=None`` for ``method``: ``sorts_frontier``, except that
     the fused kernel always reads in frontier order (its look-back scan)."""
-    return method != "fused" and sorts_frontier(indptr, indices, device, tiered)
+    return method != "fused" and sorts_frontier(indptr, indices, device, hot_indptr, hot_indices)
 
 
-def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None, device: torch.device,
-                sorted_visits: bool = False) -> str:
+def auto_method(indices: torch.Tensor, device: torch.device, sorted_visits: bool = False) -> str:
     """``method="auto"`` for a hop sampled on ``device``: ``"fused"`` where
-    every row is read from GPU memory; where every row is read from host
-    memory through UVA, ``"grouped"`` (GARDEN's grouped sampler, one kernel)
-    if the frontier is visited in node-id order (``sorted_visits``, what
-    ``sorts_frontier`` asks for past the L2), else ``"grouped_split"`` (its
-    full and random nodes on two streams); ``"foundation"`` where an
-    adjacency cache splits the rows between the two (hot rows in GPU
-    memory, where the grouped kernels are slower, the rest through UVA,
-    where they are faster: not measured yet) and under the interpreter.
+    every row is read from GPU memory; where rows are read from host memory
+    through UVA (all of them, or those past the adjacency cache),
+    ``"grouped"`` (GARDEN's grouped sampler, one kernel) if the frontier is
+    visited in node-id order (``sorted_visits``, what ``sorts_frontier``
+    asks for past the L2), else ``"grouped_split"`` (its full and random
+    nodes on two streams); under the interpreter ``"foundation"``.
 
     Measured on an H200 (``bench/results/README.md``): in GPU memory the
     fused hop is 1.53-2.17x the foundation's on both graphs (0abf2ca), the
@@ -590,8 +595,13 @@ def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None, device:
     the large graph) the grouped hops ran at 1.20 / 1.37 / 1.14x the
     foundation's in the same order and grouped_split's at 0.98 / 1.03 /
     0.96x: its two kernels walk the host pages twice, each half as densely;
-    a batch 1.19x the foundation's at K = 1 and at K = 8."""
-    if device.type != "cuda" or hot_indices is not None:
+    a batch 1.19x the foundation's at K = 1 and at K = 8. With the
+    adjacency cache (thirty-ninth session, the large graph, a quarter or
+    half of its edges' rows in GPU memory), in node-id order grouped 1.09-
+    1.10x the foundation's a batch at K = 1 and 1.07-1.20x at K = 8,
+    grouped_split 1.01-1.07x and 1.08-1.14x; in frontier order both
+    1.01-1.05x (0.98x once), the fused kernel 0.59-0.74x."""
+    if device.type != "cuda":
         return "foundation"
     if sorted_visits:
         return "grouped"
