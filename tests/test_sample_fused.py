@@ -146,13 +146,17 @@ def test_auto_takes_the_fused_kernel_where_every_row_is_in_gpu_memory(device):
     graph, gen = many_block_graph(4)
     indices = graph.indices.to(device)
     gpu = device.type == "cuda"
-    assert auto_method(indices, device) == ("fused" if gpu else "foundation")  # (the interpreter: foundation)
-    if gpu:  # rows via UVA (all, or past an adjacency cache): GARDEN's grouped kernels, one kernel where
-        # the frontier is read in node order
-        assert auto_method(graph.indices.pin_memory(), device) == "grouped_split"
-        assert auto_method(graph.indices.pin_memory(), device, sorted_visits=True) == "grouped"
+    assert auto_method(indices, None, device) == ("fused" if gpu else "foundation")  # (the interpreter: foundation)
+    if gpu:  # every row via UVA: GARDEN's grouped kernels, one kernel where the frontier is read in node order
+        host = graph.indices.pin_memory()
+        assert auto_method(host, None, device) == "grouped_split"
+        assert auto_method(host, None, device, sorted_visits=True) == "grouped"
+        # an adjacency cache (hot rows in GPU memory, cold ones via UVA): the
+        # foundation kernel in frontier order, the grouped one in node order
+        assert auto_method(host, indices[:10], device) == "foundation"
+        assert auto_method(host, indices[:10], device, sorted_visits=True) == "grouped"
     # node order asked for in GPU memory: not the fused kernel, which cannot read in it
-    assert auto_method(indices, device, sorted_visits=True) == ("grouped" if gpu else "foundation")
+    assert auto_method(indices, None, device, sorted_visits=True) == ("grouped" if gpu else "foundation")
     # and "auto" samples the same hop as either
     frontier = torch.randint(0, graph.num_nodes, (900,), generator=gen)
     seed = torch.tensor([2], device=device)

@@ -62,7 +62,8 @@ distinct host pages a kernel's reads touch, not by their bytes
 (``kernels.gather``'s docstring); a frontier in sampling order touches one
 page a read. Where rows cross PCIe and the host arrays they are read from
 outgrow the L2 (``sorts_frontier``: all of them, or with the adjacency
-cache those past its GPU prefix), a hop therefore sorts its frontier by node id
+cache those past its GPU prefix, if they hold enough of the edges), a hop
+therefore sorts its frontier by node id
 (``classify.node_order``, one ``torch.sort`` of 32-bit keys on the device),
 reads the row bounds in that order (``classify_frontier(sort_by_node=
 True)``) and the sampling kernels take their nodes in it (``visit``; the
@@ -82,7 +83,12 @@ the frontier keeps its order. With the adjacency cache (thirty-ninth
 session, the same graph renamed hot-first by degree, the rows of a quarter
 or half of its edges in GPU memory) sorting made a batch 2.4-3.0x faster
 at K = 1 and 3.3-4.0x at K = 8 with [15, 10, 5], 1.7-1.9x and 2.5-2.9x
-with [5, 10, 15], for every kernel that sorts.
+with [5, 10, 15], for every kernel that sorts; with three quarters cached
+1.4x and 1.7x; with 90 % cached it cost (0.94x, 0.78x), and so it did at
+ogbn-papers100M scale with a 24 GB budget (80 % of the edges' bytes
+cached, 94 % of the row reads served): sampling 1.07 s an epoch sorted
+with the grouped kernel against 0.76 in frontier order with the
+foundation's. Hence ``SORT_MIN_UVA_SHARE``.
 The fused kernel, whose look-back scan walks the frontier in order, does
 not sort.
 
@@ -457,7 +463,7 @@ def sample_neighbors(
     if sort_frontier is None:
         sort_frontier = visits_in_node_order(method, indptr, indices, device, hot_indptr, hot_indices)
     if method == "auto":
-        method = auto_method(indices, device, sort_frontier)
+        method = auto_method(indices, hot_indices, device, sort_frontier)
     if sort_frontier and method == "fused" and fanout >= 0:
         raise ValueError("sort_frontier=True: method='fused' reads the frontier in its own order "
                          "(its look-back scan); take another method or sort_frontier=None")
@@ -559,11 +565,15 @@ def sorts_frontier(indptr: torch.Tensor, indices: torch.Tensor, device: torch.de
     GPU's L2 (below that, the rows read once stay in the L2 and the sort
     only costs), if ``SORT_FRONTIER``. With the adjacency cache
     (``hot_indptr``/``hot_indices``, GPU copies of the arrays' prefixes)
-    only the rest counts: what the kernels read through UVA."""
+    only the rest counts, what the kernels read through UVA, and only where
+    it holds at least ``SORT_MIN_UVA_SHARE`` of the edges (a cache that
+    serves most row reads leaves too few to the sort)."""
     if not SORT_FRONTIER or device.type != "cuda" or indices.is_cuda:
         return False
     host_bytes = indptr.nbytes + indices.nbytes
     if hot_indptr is not None and hot_indices is not None:
+        if indices.numel() - hot_indices.numel() < SORT_MIN_UVA_SHARE * indices.numel():
+            return False
         host_bytes -= hot_indptr.nbytes + hot_indices.nbytes
     return host_bytes > l2_bytes(device)
 
@@ -575,14 +585,17 @@ def visits_in_node_order(method: str, indptr: torch.Tensor, indices: torch.Tenso
     return method != "fused" and sorts_frontier(indptr, indices, device, hot_indptr, hot_indices)
 
 
-def auto_method(indices: torch.Tensor, device: torch.device, sorted_visits: bool = False) -> str:
+def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None, device: torch.device,
+                sorted_visits: bool = False) -> str:
     """``method="auto"`` for a hop sampled on ``device``: ``"fused"`` where
     every row is read from GPU memory; where rows are read from host memory
     through UVA (all of them, or those past the adjacency cache),
     ``"grouped"`` (GARDEN's grouped sampler, one kernel) if the frontier is
     visited in node-id order (``sorted_visits``, what ``sorts_frontier``
-    asks for past the L2), else ``"grouped_split"`` (its full and random
-    nodes on two streams); under the interpreter ``"foundation"``.
+    asks for past the L2); otherwise ``"grouped_split"`` (its full and
+    random nodes on two streams) where every row is read through UVA, and
+    ``"foundation"`` with the adjacency cache (most rows then in GPU
+    memory) and under the interpreter.
 
     Measured on an H200 (``bench/results/README.md``): in GPU memory the
     fused hop is 1.53-2.17x the foundation's on both graphs (0abf2ca), the
@@ -599,12 +612,17 @@ def auto_method(indices: torch.Tensor, device: torch.device, sorted_visits: bool
     adjacency cache (thirty-ninth session, the large graph, a quarter or
     half of its edges' rows in GPU memory), in node-id order grouped 1.09-
     1.10x the foundation's a batch at K = 1 and 1.07-1.20x at K = 8,
-    grouped_split 1.01-1.07x and 1.08-1.14x; in frontier order both
-    1.01-1.05x (0.98x once), the fused kernel 0.59-0.74x."""
+    grouped_split 1.01-1.07x and 1.08-1.14x (three quarters: 0.97-0.99x,
+    even); in frontier order, which the cache keeps where it serves most
+    reads, the foundation's was the fastest with 90 % of the edges cached
+    (grouped 0.82-0.91x, grouped_split 0.86-0.99x), the fused kernel
+    0.59-0.74x wherever measured."""
     if device.type != "cuda":
         return "foundation"
     if sorted_visits:
         return "grouped"
+    if hot_indices is not None:
+        return "foundation"
     return "fused" if indices.is_cuda else "grouped_split"
 
 
@@ -612,6 +630,10 @@ METHODS = ("auto", "foundation", "grouped", "grouped_split", "fused")
 # whether ``sort_frontier=None`` visits the frontier in node-id order where
 # every row is read through UVA (``sorts_frontier``; module docstring)
 SORT_FRONTIER = True
+# ...and with the adjacency cache, where the rows past its prefix hold at
+# least this share of the edges (measured, the module docstring: sorting
+# paid with 25 % and more read through UVA, cost with 10 % and 20 %)
+SORT_MIN_UVA_SHARE = 0.25
 # whether method="fused" stages rows of degree <= d_max (the grouped tile) or
 # reads every pick from memory (the foundation's tile). Off: staged, its
 # blocks are the grouped kernel's 16 nodes, and the hop ran at 0.37-0.51x
