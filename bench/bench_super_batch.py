@@ -73,8 +73,8 @@ from bench_loader import sync  # noqa: E402
 GB = 2**30
 # --frontier-orders: sample_neighbors' choice where it is not told
 SORTS_FRONTIER = dict(auto=sample_module.sorts_frontier,
-                      sorted=lambda indptr, indices, device, hot_indptr=None, hot_indices=None: not indices.is_cuda,
-                      frontier=lambda indptr, indices, device, hot_indptr=None, hot_indices=None: False)
+                      sorted=lambda indptr, indices, device, *cache: not indices.is_cuda,
+                      frontier=lambda indptr, indices, device, *cache: False)
 
 # --seen-filters: id_map.SEEN_MIN_NODES for each choice
 SEEN_MIN_NODES = dict(auto=id_map_module.SEEN_MIN_NODES, on=0, off=1 << 62)
@@ -87,7 +87,7 @@ def order_rule(order: str, num_hops: int):
     if order in SORTS_FRONTIER:
         return SORTS_FRONTIER[order]
     calls = itertools.count()
-    return lambda indptr, indices, device, hot_indptr=None, hot_indices=None: \
+    return lambda indptr, indices, device, *cache: \
         not indices.is_cuda and order[next(calls) % num_hops] == "S"
 
 
@@ -243,7 +243,8 @@ def main():
     parser.add_argument("--edges", type=int, default=1_000_000_000, help="Chung-Lu edges")
     parser.add_argument("--train-fraction", type=float, default=0.6, help="Chung-Lu seeds: this share of nodes")
     parser.add_argument("--cnr2000", default=str(CNR2000), help="path of cnr2000.npz")
-    parser.add_argument("--placements", nargs="+", default=["device", "host"], choices=["device", "host", "cached"],
+    parser.add_argument("--placements", nargs="+", default=["device", "host"],
+                        choices=["device", "host", "cached"],
                         help="cached: the adjacency cache (hot rows in GPU memory, the rest through UVA)")
     parser.add_argument("--adj-cache-fraction", type=float, default=0.25,
                         help="cached: the share of the edges whose rows the cache holds (hot-first by degree)")
@@ -254,8 +255,9 @@ def main():
                         help="sampling kernels (auto: the sampler's default for the placement)")
     parser.add_argument("--d-max", type=int, default=64, help="grouped kernels: staged rows up to this degree")
     parser.add_argument("--frontier-orders", nargs="+", default=["auto"],
-                        help="through UVA (host and cached), each a configuration: each hop's row bounds and rows read in node-id "
-                             "order where the package's rule says so (auto: sample.sorts_frontier), always "
+                        help="through UVA (host and cached), each a configuration: each hop's row bounds and "
+                             "rows read in node-id order where the package's rule says so (auto: "
+                             "sample.sorts_frontier), always "
                              "(sorted), never (frontier), or per hop (a letter a hop, S sorted, F not: FFS); "
                              "in GPU memory rows are read in frontier order (one configuration)")
     parser.add_argument("--batch-size", type=int, default=8000)

@@ -43,6 +43,10 @@ def test_cached_batches_equal_uncached(device, budget_rows):
     if 0 < plan.num_adjacency < data.num_nodes:
         assert tiers["hot_indices"] is loader.cache.hot_indices and tiers["hot_indptr"] is loader.cache.hot_indptr
         assert tiers["hot_indptr"].numel() == plan.num_adjacency + 1
+    # where the sampler reads two tiers, each hop's visit order follows from
+    # the plan's expected hit rate (profiled: a number)
+    assert 0 <= plan.adjacency_hit_rate <= 1
+    assert ("sort_frontier" in loader.sampler._kernel) == bool(tiers)
     if budget_rows == 0:
         assert stats["feature_hit_rate"] == 0.0 and stats["adjacency_hit_rate"] == 0.0
         assert stats["feature_bytes_from_host"] == stats["feature_rows"] * row_bytes(data)

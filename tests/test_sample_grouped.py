@@ -142,7 +142,8 @@ def test_the_fused_kernel_never_visits_in_node_order(monkeypatch):
     from tritongnn.kernels import sample as sample_module
     arrays = (torch.zeros(2, dtype=torch.int64), torch.zeros(4, dtype=torch.int32), torch.device("cpu"))
     for rule in (True, False):
-        monkeypatch.setattr(sample_module, "sorts_frontier", lambda indptr, indices, device, hot_indptr=None, hot_indices=None: rule)
+        monkeypatch.setattr(sample_module, "sorts_frontier",
+                            lambda indptr, indices, device, hot_indptr=None, hot_indices=None, uva_reads=None: rule)
         assert {m: visits_in_node_order(m, *arrays) for m in ("foundation", "grouped", "grouped_split", "auto",
                                                                "fused")} == \
             {"foundation": rule, "grouped": rule, "grouped_split": rule, "auto": rule, "fused": False}
@@ -346,6 +347,41 @@ def test_neighbor_sampler_bad_method():
         NeighborSampler(graph, [2], device="cpu", method="gps")
     with pytest.raises(ValueError, match="d_max"):
         NeighborSampler(graph, [2], device="cpu", method="grouped", d_max=100)
+
+
+@pytest.mark.parametrize("rate, error", [("0.5", TypeError), (True, TypeError), (1.5, ValueError),
+                                         (-0.1, ValueError)])
+def test_neighbor_sampler_bad_adjacency_hit_rate(rate, error):
+    graph = csc_from_degrees([3], 1, torch.Generator().manual_seed(0))
+    with pytest.raises(error, match="adjacency_hit_rate"):
+        NeighborSampler(graph, [2], device="cpu", adjacency_hit_rate=rate)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_cache_plans_hit_rate_sets_the_visit_order():
+    # with the adjacency cache, the sampler sorts each hop's frontier where
+    # enough of the expected row reads cross PCIe (the plan's hit rate),
+    # else (no rate known, or NaN: a plan without a profile) where enough of
+    # the edges lie past the cache; the batches are the same either way
+    from tritongnn.kernels import sample as sample_module
+    cuda = torch.device("cuda")
+    l2 = torch.cuda.get_device_properties(cuda).L2_cache_size
+    num_nodes = l2 // 16  # eight edges a node: indices twice the L2
+    graph = csc_from_degrees([8] * num_nodes, num_nodes, torch.Generator().manual_seed(0))
+    host = graph.pin_memory()
+    hot_rows = graph.num_nodes // 2  # half the edges in the cache
+    tiers = dict(hot_indptr=graph.indptr[:hot_rows + 1].to(cuda),
+                 hot_indices=graph.indices[:int(graph.indptr[hot_rows])].to(cuda))
+    share = sample_module.SORT_MIN_UVA_SHARE
+    made = {rate: NeighborSampler(host, [3, 2], device=cuda, **tiers, adjacency_hit_rate=rate)
+            for rate in (None, float("nan"), 1 - share - 0.05, 1 - share + 0.05)}
+    assert [s._kernel.get("sort_frontier") for s in made.values()] == [None, None, True, False]
+    seeds = torch.arange(0, graph.num_nodes, 997, device=cuda)
+    outs = [s.sample(seeds, torch.Generator().manual_seed(3)) for s in made.values()]
+    for out in outs[1:]:
+        for name in ("node", "row", "col"):
+            assert torch.equal(getattr(out, name), getattr(outs[0], name)), name
 
 
 def test_each_launching_stream_has_its_own_side_stream(stream_pool):

@@ -76,7 +76,8 @@ def test_node_order_visits_change_no_super_batch(device, method, monkeypatch):
     one, many = torch.Generator().manual_seed(6), torch.Generator().manual_seed(6)
     monkeypatch.setattr(sample_module, "SORT_FRONTIER", False)
     alone = [sampler.sample(s, one) for s in seeds]
-    monkeypatch.setattr(sample_module, "sorts_frontier", lambda indptr, indices, device, hot_indptr=None, hot_indices=None: True)
+    monkeypatch.setattr(sample_module, "sorts_frontier",
+                        lambda indptr, indices, device, hot_indptr=None, hot_indices=None, uva_reads=None: True)
     for a, b in zip(alone, sampler.sample_many(seeds, many), strict=True):
         assert_same_output(a, b)
 

@@ -303,7 +303,10 @@ class DualCache:
 
     @property
     def adjacency_tiers(self) -> dict:
-        """Keyword arguments of the sampler for the adjacency cache."""
+        """Keyword arguments of the sampler for the adjacency cache: its
+        arrays and the plan's expected hit rate (which sets the visit
+        order; NaN without a profile)."""
         if self.hot_indptr is None:
             return {}
-        return dict(hot_indptr=self.hot_indptr, hot_indices=self.hot_indices)
+        return dict(hot_indptr=self.hot_indptr, hot_indices=self.hot_indices,
+                    adjacency_hit_rate=float(self.plan.adjacency_hit_rate))

@@ -84,11 +84,16 @@ session, the same graph renamed hot-first by degree, the rows of a quarter
 or half of its edges in GPU memory) sorting made a batch 2.4-3.0x faster
 at K = 1 and 3.3-4.0x at K = 8 with [15, 10, 5], 1.7-1.9x and 2.5-2.9x
 with [5, 10, 15], for every kernel that sorts; with three quarters cached
-1.4x and 1.7x; with 90 % cached it cost (0.94x, 0.78x), and so it did at
-ogbn-papers100M scale with a 24 GB budget (80 % of the edges' bytes
-cached, 94 % of the row reads served): sampling 1.07 s an epoch sorted
-with the grouped kernel against 0.76 in frontier order with the
-foundation's. Hence ``SORT_MIN_UVA_SHARE``.
+1.4x and 1.7x; with 90 % cached it cost (0.94x, 0.78x). A node is met
+there about as often as its degree, so those shares are also the row
+reads' shares. At ogbn-papers100M scale, whose cache is ordered by
+profiled reads, a profile serves more reads than its share of the edges,
+and sorting cost there too: with a 24 GB budget (80 % of the edges' bytes
+cached, 94 % of the row reads served) sampling took 1.07 s an epoch sorted
+with the grouped kernel against 0.76 s in frontier order with the
+foundation's; with 6 GB (70 %, 85 %) 0.70-0.71 s against 0.67 s. Hence
+``SORT_MIN_UVA_SHARE`` of the reads, which the loader takes from its cache
+plan (``NeighborSampler``'s ``adjacency_hit_rate``).
 The fused kernel, whose look-back scan walks the frontier in order, does
 not sort.
 
@@ -558,7 +563,8 @@ def sample_neighbors(
 
 
 def sorts_frontier(indptr: torch.Tensor, indices: torch.Tensor, device: torch.device,
-                   hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None) -> bool:
+                   hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None,
+                   uva_reads: float | None = None) -> bool:
     """``sort_frontier=None``: whether a hop on ``device`` visits its frontier
     in node-id order: where rows are read through UVA (``indices`` in host
     memory) and the host arrays' bytes the kernels read there outgrow the
@@ -566,23 +572,29 @@ def sorts_frontier(indptr: torch.Tensor, indices: torch.Tensor, device: torch.de
     only costs), if ``SORT_FRONTIER``. With the adjacency cache
     (``hot_indptr``/``hot_indices``, GPU copies of the arrays' prefixes)
     only the rest counts, what the kernels read through UVA, and only where
-    it holds at least ``SORT_MIN_UVA_SHARE`` of the edges (a cache that
-    serves most row reads leaves too few to the sort)."""
+    at least ``SORT_MIN_UVA_SHARE`` of the row reads go there (a cache that
+    serves most of them leaves too few to the sort): ``uva_reads``, that
+    share, where the caller knows it (the cache plan's expected misses),
+    else the share of the edges past the prefix (a node is met about as
+    often as its degree)."""
     if not SORT_FRONTIER or device.type != "cuda" or indices.is_cuda:
         return False
     host_bytes = indptr.nbytes + indices.nbytes
     if hot_indptr is not None and hot_indices is not None:
-        if indices.numel() - hot_indices.numel() < SORT_MIN_UVA_SHARE * indices.numel():
+        if uva_reads is None:
+            uva_reads = 1 - hot_indices.numel() / max(1, indices.numel())
+        if uva_reads < SORT_MIN_UVA_SHARE:
             return False
         host_bytes -= hot_indptr.nbytes + hot_indices.nbytes
     return host_bytes > l2_bytes(device)
 
 
 def visits_in_node_order(method: str, indptr: torch.Tensor, indices: torch.Tensor, device: torch.device,
-                         hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None) -> bool:
+                         hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None,
+                         uva_reads: float | None = None) -> bool:
     """``sort_frontier=None`` for ``method``: ``sorts_frontier``, except that
     the fused kernel always reads in frontier order (its look-back scan)."""
-    return method != "fused" and sorts_frontier(indptr, indices, device, hot_indptr, hot_indices)
+    return method != "fused" and sorts_frontier(indptr, indices, device, hot_indptr, hot_indices, uva_reads)
 
 
 def auto_method(indices: torch.Tensor, hot_indices: torch.Tensor | None, device: torch.device,
@@ -630,10 +642,10 @@ METHODS = ("auto", "foundation", "grouped", "grouped_split", "fused")
 # whether ``sort_frontier=None`` visits the frontier in node-id order where
 # every row is read through UVA (``sorts_frontier``; module docstring)
 SORT_FRONTIER = True
-# ...and with the adjacency cache, where the rows past its prefix hold at
-# least this share of the edges (measured, the module docstring: sorting
-# paid with 25 % and more read through UVA, cost with 10 % and 20 %)
-SORT_MIN_UVA_SHARE = 0.25
+# ...and with the adjacency cache, where at least this share of the row
+# reads goes through UVA (measured, the module docstring: sorting paid with
+# a quarter and more, cost with 6-15 %)
+SORT_MIN_UVA_SHARE = 0.2
 # whether method="fused" stages rows of degree <= d_max (the grouped tile) or
 # reads every pick from memory (the foundation's tile). Off: staged, its
 # blocks are the grouped kernel's 16 nodes, and the hop ran at 0.37-0.51x

@@ -66,6 +66,7 @@ can drive it too.
 """
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 
@@ -77,7 +78,7 @@ from ..graph import CSCGraph
 from ..host_memory import capturing, pinned_empty
 from ..kernels import IdMap, draw_seeds, pack_prefixes, sample_neighbors
 from ..kernels.id_map import DirectTable, direct_fits
-from ..kernels.sample import MAX_FANOUT, check_method
+from ..kernels.sample import MAX_FANOUT, check_method, visits_in_node_order
 from ..kernels._launch import host_list, new_stream, on_device, on_device_of, use_triton
 
 # Both limits are per sub-batch: a super-batch of K has K times each.
@@ -364,10 +365,16 @@ class NeighborSampler:
             graph and replay it (same batches, a fraction of the host time).
         hot_indptr, hot_indices: the adjacency cache (GPU copies of the
             first rows of a hot-first relabelled graph), or None.
+        adjacency_hit_rate: with the adjacency cache, the share of row
+            reads it is expected to serve (the loader's cache plan gives
+            it): each hop then reads its frontier in node-id order where
+            enough of the reads cross PCIe (``kernels.sample.sorts_frontier``).
+            None (or NaN): the share of the edges the cache holds stands in.
         method, d_max: the sampling kernels, ``"auto"`` (the one-pass
             ``"fused"`` where the adjacency is all in GPU memory,
             ``"grouped_split"`` where it is all in pinned host memory,
-            ``"foundation"`` with an adjacency cache), ``"foundation"``,
+            ``"grouped"`` where either reads the frontier in node-id order,
+            ``"foundation"`` with an adjacency cache otherwise), ``"foundation"``,
             ``"fused"``, ``"grouped"`` or ``"grouped_split"`` (GARDEN's
             grouped sampler, staging rows of degree <= ``d_max``); all give
             the same batches for the same generator state, alone or in
@@ -384,8 +391,15 @@ class NeighborSampler:
     def __init__(self, graph: CSCGraph, num_neighbors, replace: bool = False,
                  device="cuda", return_eid: bool = False, cuda_graph: bool = True,
                  hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None,
-                 method: str = "auto", d_max: int = 64):
+                 method: str = "auto", d_max: int = 64, adjacency_hit_rate: float | None = None):
         check_method(method, d_max)
+        if adjacency_hit_rate is not None:
+            if not isinstance(adjacency_hit_rate, (int, float)) or isinstance(adjacency_hit_rate, bool):
+                raise TypeError(f"adjacency_hit_rate must be a float in [0, 1] or None, got {adjacency_hit_rate!r}")
+            if math.isnan(adjacency_hit_rate):
+                adjacency_hit_rate = None  # (a cache plan without a profile): unknown
+            elif not 0 <= adjacency_hit_rate <= 1:
+                raise ValueError(f"adjacency_hit_rate must be in [0, 1], got {adjacency_hit_rate}")
         self.graph = graph
         self.num_neighbors = check_num_neighbors(num_neighbors)
         self._fanouts = _within_kernel_fanouts(self.num_neighbors, graph, replace)  # what the kernels get
@@ -403,6 +417,9 @@ class NeighborSampler:
         self._tiers = {} if hot_indptr is None and hot_indices is None else \
             dict(hot_indptr=hot_indptr, hot_indices=hot_indices)
         self._kernel = dict(method=method, d_max=d_max)
+        if self._tiers and adjacency_hit_rate is not None:  # every hop's visit order, from the expected misses
+            self._kernel["sort_frontier"] = visits_in_node_order(
+                method, graph.indptr, graph.indices, self.device, **self._tiers, uva_reads=1 - adjacency_hit_rate)
 
     def _node_bound(self, batch_size: int) -> int:
         # Keys the id map is first sized for: seeds, then each hop multiplies,
