@@ -166,7 +166,7 @@ def test_rows_through_uva_past_the_l2_are_read_in_node_order():
     assert not sorts_frontier(indptr, twice, cuda, hot_indptr, twice[:3 * quarter].to(cuda))  # half an L2 left
     # past the L2, but too small a share of the edges read through UVA
     from tritongnn.kernels import sample as sample_module
-    large = torch.empty(l2, dtype=torch.int32).pin_memory()  # four times the L2
+    large = torch.empty(2 * l2, dtype=torch.int32).pin_memory()  # eight times the L2
     share = sample_module.SORT_MIN_UVA_SHARE
     for cold in (share + 0.02, share - 0.02):
         hot = large[:int((1 - cold) * large.numel())].to(cuda)
