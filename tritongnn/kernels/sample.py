@@ -81,7 +81,7 @@ stay in the L2, sorting only cost (hops 0.47-0.73x; a super-batch of 8
 gained nothing from any of its hops sorted, thirty-sixth session): there
 the frontier keeps its order. With the adjacency cache (thirty-ninth
 session, the same graph renamed hot-first by degree, the rows of a quarter
-or half of its edges in GPU memory) sorting made a batch 2.4-3.0x faster
+or half of its edges in GPU memory) sorting made a batch 2.4-3.1x faster
 at K = 1 and 3.3-4.0x at K = 8 with [15, 10, 5], 1.7-1.9x and 2.5-2.9x
 with [5, 10, 15], for every kernel that sorts; with three quarters cached
 1.4x and 1.7x; with 90 % cached it cost (0.94x, 0.78x). A node is met

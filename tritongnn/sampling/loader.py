@@ -234,12 +234,16 @@ class NeighborLoader:
         sample_kernel: the sampling kernels (``NeighborSampler``'s
             ``method``): ``"auto"`` (default: the one-pass ``"fused"``
             kernel where the adjacency is all in GPU memory, 1.53-2.17x the
-            foundation's hop on an H200; GARDEN's grouped sampler
-            ``"grouped_split"`` where every row crosses PCIe, 1.04-1.38x
-            the foundation a batch there; ``"foundation"`` with the
-            adjacency cache, rows in both), or any of ``"foundation"``,
-            ``"fused"``, ``"grouped"``, ``"grouped_split"``. The same batches
-            either way (``bench/results``).
+            foundation's hop on an H200; GARDEN's grouped sampler where
+            rows cross PCIe: ``"grouped"`` where each hop reads its
+            frontier in node-id order (host arrays past the L2; with the
+            adjacency cache, where its plan expects 20 % of the row reads
+            or more to miss), 1.14-1.34x the foundation a batch in that
+            order, else ``"grouped_split"`` where every row crosses PCIe,
+            1.04-1.38x, and ``"foundation"`` with the cache), or any of
+            ``"foundation"``, ``"fused"``, ``"grouped"``,
+            ``"grouped_split"``. The same batches either way
+            (``bench/results``).
         super_batch: sample this many consecutive batches in one pass
             (GARDEN's super-batching, ``NeighborSampler.sample_many``) and
             deliver them one by one; 1: off. The batches are bit for bit
@@ -253,7 +257,9 @@ class NeighborLoader:
             on an H200, the sampler alone,
             ``super_batch=8`` against 1 (``bench/results/README.md``):
             cnr2000 in GPU memory 1.29-2.03x; a 5x10^7-node graph through
-            UVA 1.43-1.48x, in GPU memory 1.03-1.36x at batch 8000 and
+            UVA 1.43-1.48x, with the adjacency cache holding a quarter or
+            half of its edges 1.38-1.71x (three quarters 1.26-1.28x, 90 %
+            1.14-1.27x), in GPU memory 1.03-1.36x at batch 8000 and
             1.24-1.79x at batches of 1024-4000 (``super_batch=2`` on that
             graph in GPU memory: 0.97-1.06x at batches of 1024 and 8000).
             Peak sampler memory grows about K-fold
