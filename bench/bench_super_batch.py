@@ -63,6 +63,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tritongnn import CSCGraph, NeighborSampler  # noqa: E402
 from tritongnn.datasets import chung_lu, load_npz  # noqa: E402
+from tritongnn.graph import inverse_permutation  # noqa: E402
 from tritongnn.kernels import id_map as id_map_module  # noqa: E402
 from tritongnn.kernels import sample as sample_module  # noqa: E402
 from tritongnn.kernels.sample import METHODS  # noqa: E402
@@ -137,8 +138,7 @@ def adjacency_cache(graph, fraction):
     num_hot = int(torch.searchsorted(renamed.indptr, int(fraction * graph.num_edges), right=True)) - 1
     tiers = dict(hot_indptr=renamed.indptr[:num_hot + 1].clone(),
                  hot_indices=renamed.indices[:int(renamed.indptr[num_hot])].clone())
-    new_id = torch.empty_like(order)
-    new_id[order] = torch.arange(order.numel(), device=order.device)
+    new_id = inverse_permutation(order)
     placed = renamed.pin_memory()
     del renamed
     return placed, new_id, tiers
