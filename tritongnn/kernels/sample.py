@@ -62,8 +62,8 @@ distinct host pages a kernel's reads touch, not by their bytes
 (``kernels.gather``'s docstring); a frontier in sampling order touches one
 page a read. Where rows cross PCIe and the host arrays they are read from
 outgrow the L2 (``sorts_frontier``: all of them, or with the adjacency
-cache those past its GPU prefix, if they hold enough of the edges), a hop
-therefore sorts its frontier by node id
+cache those past its GPU prefix, where enough of the row reads go there),
+a hop therefore sorts its frontier by node id
 (``classify.node_order``, one ``torch.sort`` of 32-bit keys on the device),
 reads the row bounds in that order (``classify_frontier(sort_by_node=
 True)``) and the sampling kernels take their nodes in it (``visit``; the
