@@ -58,7 +58,11 @@ batch, with the host's speed): K = 8 sampled 1.03-1.36x as fast as K = 1
 there, 1.24-1.79x at batches of 1024-4000 seeds (less GPU work to hide
 that share), and 1.36-2.84x on cnr2000, whose batches overlap and leave
 the GPU idle more (bench/results/README.md, thirty-third to thirty-eighth
-sessions; before the packing, 0.97-1.18x and 1.20-1.94x).
+sessions; before the packing, 0.97-1.18x and 1.20-1.94x). Where rows
+cross PCIe the K frontiers, read in node-id order together, touch each
+host page more densely: 1.43-1.48x through UVA, 1.38-1.71x with the
+adjacency cache holding a quarter to half of the edges (thirty-ninth
+session; 1.14-1.28x with three quarters or more, most reads then served).
 
 ``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``; ``PyGSampler``
 wraps it as a ``torch_geometric.sampler.BaseSampler`` so PyG's ``NodeLoader``
