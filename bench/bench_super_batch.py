@@ -24,7 +24,9 @@ gather, no model) and reports
   (``torch.cuda.max_memory_allocated``: id map, hop buffers, outputs), and
   its growth against K = 1,
 * the speedup against K = 1 of the same graph, placement and fanouts, and
-  the K = 8 / K = 1 ratio on its own line.
+  the K = 8 / K = 1 ratio on its own line (with ``--cuda-graphs on off``,
+  also against a K = 1 whose hops are launched eagerly, batch by batch,
+  as a sampler without CUDA graphs runs them).
 
 Before timing, each configuration checks that its first K batches sampled as
 one super-batch equal, element for element, the same batches sampled one by
@@ -201,7 +203,7 @@ def same_batches(sampler, batches, k) -> bool:
     return True
 
 
-def run_config(graph, batches, epoch_len, fanouts, k, method, args, device, tiers=None):
+def run_config(graph, batches, epoch_len, fanouts, k, method, args, device, tiers=None, cuda_graph=True):
     gc.collect()
     cuda = device.type == "cuda"
     if cuda:
@@ -209,7 +211,8 @@ def run_config(graph, batches, epoch_len, fanouts, k, method, args, device, tier
         sync(device)
         base = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
-    sampler = NeighborSampler(graph, fanouts, device=device, method=method, d_max=args.d_max, **(tiers or {}))
+    sampler = NeighborSampler(graph, fanouts, device=device, method=method, d_max=args.d_max,
+                              cuda_graph=cuda_graph, **(tiers or {}))
     correct = same_batches(sampler, batches, k)
     # compile and capture: the first groups and the pass's last, shorter one
     # (its own CUDA graph), so no capture falls in a timed pass
@@ -283,6 +286,11 @@ def main():
     parser.add_argument("--seen-filters", nargs="+", default=["auto"], choices=["auto", "on", "off"],
                         help="id_map.SEEN_MIN_NODES per run: the package's rule (auto), 0 (on) or never "
                              "(off); repeat to interleave")
+    parser.add_argument("--cuda-graphs", nargs="+", default=["on"], choices=["on", "off"],
+                        help="the sampler's CUDA graphs, each a configuration: on (the package's default: "
+                             "batches and super-batches replayed where they can be) or off (every hop's "
+                             "kernels launched one by one, cuda_graph=False; the method is then labelled "
+                             "'METHOD eager')")
     parser.add_argument("--out", default=None, help="append the record to this JSON file")
     parser.add_argument("--csv", default=None, help="append one row per configuration here")
     parser.add_argument("--commit", default=None)
@@ -332,17 +340,20 @@ def main():
             else:
                 placed = graph.pin_memory() if placement == "host" else graph
             orders = args.frontier_orders if placement != "device" else ["frontier"]
-            for fanouts, k, order, method, (run, seen) in itertools.product(
-                    fanout_lists, args.ks, orders, args.methods, enumerate(args.seen_filters)):
+            for fanouts, k, order, method, (run, seen), graphs in itertools.product(
+                    fanout_lists, args.ks, orders, args.methods, enumerate(args.seen_filters), args.cuda_graphs):
                 if method == "fused" and order not in ("auto", "frontier"):
                     continue  # the fused kernel reads in frontier order only
                 sample_module.sorts_frontier = order_rule(order, len(fanouts))
                 id_map_module.SEEN_MIN_NODES = SEEN_MIN_NODES[seen]
-                row = run_config(placed, placed_batches, epoch_len, fanouts, k, method, args, device, tiers)
+                row = run_config(placed, placed_batches, epoch_len, fanouts, k, method, args, device, tiers,
+                                 cuda_graph=graphs == "on")
                 # the cache's share of the edges in the placement's name (the CSV has no column for it)
                 label = f"cached:{args.adj_cache_fraction:g}" if tiers else placement
                 row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=label,
-                           num_neighbors=fanouts, method=method,
+                           # (the CSV has no column for the CUDA graphs either)
+                           num_neighbors=fanouts, method=method if graphs == "on" else f"{method} eager",
+                           cuda_graph=graphs == "on",
                            frontier_order=order if order != "auto" else "auto:" + (
                                "sorted" if sample_module.visits_in_node_order(method, placed.indptr,
                                                                               placed.indices, device,
@@ -353,7 +364,7 @@ def main():
                                "on" if id_map_module.seen_filters(graph.num_nodes, device) else "off"),
                            seen_run=run)
                 rows.append(row)
-                print(f"{name} {placement} {fanouts} K={k} {order} {method} seen {row['seen_filter']}: "
+                print(f"{name} {placement} {fanouts} K={k} {order} {row['method']} seen {row['seen_filter']}: "
                       f"{row['epoch_seconds']:.3f} s/epoch, "
                       f"{row['ms_per_batch']:.2f} ms/batch, peak {row['peak_gb']:.2f} GB, "
                       f"correct={row['correct']}", flush=True)
@@ -379,7 +390,7 @@ def main():
         # None (JSON null) where there is nothing to compare
         row["speedup_vs_k1"] = base["epoch_seconds"] / row["epoch_seconds"] if ok else None
         row["peak_growth_vs_k1"] = row["peak_gb"] / base["peak_gb"] - 1 if base["peak_gb"] else None
-        found = same(row, ("K",), method="foundation")
+        found = same(row, ("K",), method="foundation" if row["cuda_graph"] else "foundation eager")
         row["speedup_vs_foundation"] = found["epoch_seconds"] / row["epoch_seconds"] \
             if found and found["correct"] and row["correct"] else None
 
@@ -414,6 +425,9 @@ def main():
         growth = "" if r["peak_growth_vs_k1"] is None else f" ({100 * r['peak_growth_vs_k1']:+.1f} % against K=1)"
         print(f"K=8 / K=1 {key}: {r['speedup_vs_k1']:.2f}x faster sampling per epoch, peak GPU memory "
               f"{r['peak_gb']:.2f} GB{growth}")
+        eager = r["cuda_graph"] and same(r, (), K=1, method=f"{r['method']} eager")
+        if eager and eager["correct"]:  # --cuda-graphs on off: against a K = 1 that replays no graph
+            print(f"K=8 / K=1 eager {key}: {eager['epoch_seconds'] / r['epoch_seconds']:.2f}x")
 
     record = new_record("super_batch", device, args.commit, settings=settings, rows=rows, ratios_k8_k1=ratios,
                         seconds=time.perf_counter() - t0)

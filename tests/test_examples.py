@@ -70,7 +70,7 @@ def run_bench(script, args):
                         "--epochs", "1", "--profile-epochs", "1", "--reuse"]),
     ("bench_super_batch.py", ["--graphs", "chung_lu", "--ks", "1", "2", "--profile", "5"]),
     ("bench_super_batch.py", ["--graphs", "chung_lu", "--ks", "1", "2", "--sync-above-log2", "30",
-                              "--graph-keys-max-log2", "30", "--direct-max-gb", "0"]),
+                              "--graph-keys-max-log2", "30", "--direct-max-gb", "0", "--cuda-graphs", "on", "off"]),
     ("bench_sampler_kernel.py", ["--d-max", "16", "--foundation-block-nodes", "--cnr2000", "/nonexistent"]),
 ])
 def test_benchmark_scripts_run_on_the_cpu(tmp_path, script, args):
@@ -87,6 +87,10 @@ def test_benchmark_scripts_run_on_the_cpu(tmp_path, script, args):
     if script == "bench_sampler_kernel.py":  # each hop's floor (the reads alone), its reads checked
         floors = [r for r in record["rows"] if r["method"] == "floor"]
         assert len(floors) == 3 and all(r["correct"] and r["ms_cold"] > 0 for r in floors)
+    if "--cuda-graphs" in args:  # each configuration with and without the sampler's CUDA graphs, labelled
+        rows = record["rows"]
+        assert {(r["cuda_graph"], r["method"].endswith(" eager")) for r in rows} == {(True, False), (False, True)}
+        assert all(r["speedup_vs_k1"] is not None for r in rows)
     if "--direct-max-gb" in args:  # the sampler's limits, as set, in the record's settings
         settings = record["settings"]
         assert (settings["sync_above_log2"], settings["graph_keys_max_log2"], settings["direct_max_gb"]) == (30, 30, 0)
