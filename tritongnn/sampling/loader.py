@@ -266,6 +266,9 @@ class NeighborLoader:
             Peak sampler memory grows about K-fold
             (0.96 GB at K=1 to 8.7 GB at K=8, batch 8000, [15, 10, 5]).
             Each batch is gathered on its own (``GATHER_PER_PASS``).
+            Past 1 the loader does not replay batches ahead of the loop
+            (``pipeline.BatchPipeline``, its default where no row crosses
+            PCIe): super-batches are sampled by the producer thread.
             Where K x num_nodes id-map words pass the direct table's
             4 GiB, fewer go in each pass (``NeighborSampler.sample_many``).
             With ``reorder_group`` the two are independent: batches are
