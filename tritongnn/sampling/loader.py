@@ -268,7 +268,8 @@ class NeighborLoader:
             Each batch is gathered on its own (``GATHER_PER_PASS``).
             Past 1 the loader does not replay batches ahead of the loop
             (``pipeline.BatchPipeline``, its default where no row crosses
-            PCIe): super-batches are sampled by the producer thread.
+            PCIe): each super-batch is one ``sample_many`` call (on the
+            producer thread, with ``prefetch``).
             Where K x num_nodes id-map words pass the direct table's
             4 GiB, fewer go in each pass (``NeighborSampler.sample_many``).
             With ``reorder_group`` the two are independent: batches are
