@@ -259,8 +259,8 @@ class NeighborLoader:
             cnr2000 in GPU memory 1.29-2.03x; a 5x10^7-node graph through
             UVA 1.43-1.48x, with the adjacency cache holding a quarter or
             half of its edges 1.38-1.71x (three quarters 1.26-1.28x, 90 %
-            1.14-1.27x), in GPU memory 1.03-1.51x at batch 8000 (against
-            a K=1 without CUDA graphs, ``cuda_graph=False``: 2.2-3.4x) and
+            1.14-1.27x), in GPU memory 1.03-1.51x at batch 8000 (both
+            samplers built with ``cuda_graph=False``: 2.2-3.4x) and
             1.24-1.79x at batches of 1024-4000 (``super_batch=2`` on that
             graph in GPU memory: 0.97-1.06x at batches of 1024 and 8000).
             Peak sampler memory grows about K-fold
