@@ -138,8 +138,8 @@ def adjacency_cache(graph, fraction):
     order = torch.argsort(graph.degree(), descending=True, stable=True)
     renamed = graph.relabel(order, keep_edge_perm=False)
     num_hot = int(torch.searchsorted(renamed.indptr, int(fraction * graph.num_edges), right=True)) - 1
-    tiers = dict(hot_indptr=renamed.indptr[:num_hot + 1].clone(),
-                 hot_indices=renamed.indices[:int(renamed.indptr[num_hot])].clone())
+    hot_indptr, hot_indices = renamed.row_prefix(num_hot, renamed.device)  # as the loader's cache slices them
+    tiers = dict(hot_indptr=hot_indptr, hot_indices=hot_indices)
     new_id = inverse_permutation(order)
     placed = renamed.pin_memory()
     del renamed
@@ -346,14 +346,15 @@ def main():
                     continue  # the fused kernel reads in frontier order only
                 sample_module.sorts_frontier = order_rule(order, len(fanouts))
                 id_map_module.SEEN_MIN_NODES = SEEN_MIN_NODES[seen]
+                replayed = graphs == "on"
                 row = run_config(placed, placed_batches, epoch_len, fanouts, k, method, args, device, tiers,
-                                 cuda_graph=graphs == "on")
+                                 cuda_graph=replayed)
                 # the cache's share of the edges in the placement's name (the CSV has no column for it)
                 label = f"cached:{args.adj_cache_fraction:g}" if tiers else placement
                 row.update(graph=name, nodes=graph.num_nodes, edges=graph.num_edges, placement=label,
                            # (the CSV has no column for the CUDA graphs either)
-                           num_neighbors=fanouts, method=method if graphs == "on" else f"{method} eager",
-                           cuda_graph=graphs == "on",
+                           num_neighbors=fanouts, method=method if replayed else f"{method} eager",
+                           cuda_graph=replayed,
                            frontier_order=order if order != "auto" else "auto:" + (
                                "sorted" if sample_module.visits_in_node_order(method, placed.indptr,
                                                                               placed.indices, device,

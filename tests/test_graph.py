@@ -137,3 +137,17 @@ def test_bad_edge_perm_and_negative_ids():
         CSCGraph(torch.tensor([0, 1]), torch.tensor([0]), edge_perm=torch.tensor([[0]]))
     with pytest.raises(ValueError, match="edge_index holds node id -3"):  # not "num_nodes", never given
         CSCGraph.from_edge_index(torch.tensor([[-3], [-2]]))
+
+
+def test_row_prefix_copies_the_first_rows_and_checks_num_rows():
+    g = CSCGraph.from_edge_index(torch.tensor([[0, 2, 1, 2, 3, 0], [1, 1, 0, 3, 3, 1]]), 5)  # indptr 0 1 4 4 6 6
+    for num_rows, (indptr, indices) in ((0, ([0], [])), (2, ([0, 1, 4], [1, 0, 2, 0])), (5, (g.indptr.tolist(),
+                                                                                            g.indices.tolist()))):
+        hot_indptr, hot_indices = g.row_prefix(num_rows, "cpu")
+        assert hot_indptr.tolist() == indptr and hot_indices.tolist() == indices
+        assert hot_indptr.dtype == g.indptr.dtype and hot_indices.dtype == g.indices.dtype
+        assert hot_indptr.data_ptr() != g.indptr.data_ptr()  # copies: the graph's arrays stay its own
+    assert g.row_prefix(torch.tensor(2), "cpu")[0].tolist() == [0, 1, 4]  # any integer
+    for bad, error in ((-1, ValueError), (6, ValueError), (2.0, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="num_rows"):
+            g.row_prefix(bad, "cpu")

@@ -202,6 +202,25 @@ class CSCGraph:
         del old_pos, row
         return CSCGraph(indptr, indices, edge_perm, validate=False)
 
+    def row_prefix(self, num_rows: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """Copies on ``device`` of the rows of the first ``num_rows`` nodes:
+        ``(indptr[:A + 1], indices[:indptr[A]])``, the adjacency cache's GPU
+        tier of a hot-first relabelled graph (the sampler's ``hot_indptr``
+        and ``hot_indices``).
+
+        Args:
+            num_rows: A, an int in ``[0, num_nodes]``.
+            device: where the copies go.
+        """
+        if isinstance(num_rows, bool) or not hasattr(num_rows, "__index__"):
+            raise TypeError(f"num_rows must be an int, got {type(num_rows).__name__}")
+        num_rows = num_rows.__index__()
+        if not 0 <= num_rows <= self.num_nodes:
+            raise ValueError(f"num_rows must be in [0, {self.num_nodes}], got {num_rows}")
+        device = torch.device(device)
+        return (self.indptr[:num_rows + 1].to(device).clone(),
+                self.indices[:int(self.indptr[num_rows])].to(device).clone())
+
     def _apply(self, fn) -> "CSCGraph":
         out = CSCGraph.__new__(CSCGraph)
         out.indptr, out.indices = fn(self.indptr), fn(self.indices)

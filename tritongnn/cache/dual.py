@@ -276,8 +276,7 @@ class DualCache:
         if num_adjacency == num_nodes:  # one tier, on the device
             self.hot_indptr = self.hot_indices = None
         else:
-            self.hot_indptr = graph.indptr[:num_adjacency + 1].to(device).clone()
-            self.hot_indices = graph.indices[:int(graph.indptr[num_adjacency])].to(device).clone()
+            self.hot_indptr, self.hot_indices = graph.row_prefix(num_adjacency, device)
         self.dynamic = None
         self.x = x
         self.row_map = None
