@@ -28,6 +28,20 @@ CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU: run with -m gpu on the GPU machine")])
 
 
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", help="also run the tests marked slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``slow`` run with ``--slow`` or where ``-m`` names them."""
+    if config.getoption("--slow") or "slow" in (config.getoption("-m") or ""):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
 @pytest.fixture(params=["cpu", CUDA])
 def device(request):
     """Kernel tests run on the CPU (interpreter in CI) and on the GPU (compiled)."""
@@ -62,7 +76,7 @@ def stream_pool(monkeypatch):
     ``stream_pool.size`` per device, as torch does from 32 (a fresh Python
     object each time), with tritongnn's registries of streams emptied."""
     from tritongnn.kernels import _launch, sample_grouped
-    from tritongnn.sampling import sampler
+    from tritongnn import cuda_graph
 
     class Pool:
         size = 4
@@ -81,5 +95,5 @@ def stream_pool(monkeypatch):
     monkeypatch.setattr(_launch, "_reserved", set())
     monkeypatch.setattr(_launch, "_alive", collections.Counter())
     monkeypatch.setattr(sample_grouped, "_side_streams", {})
-    monkeypatch.setattr(sampler, "_capture_streams", {})
+    monkeypatch.setattr(cuda_graph, "_capture_streams", {})
     return pool

@@ -49,6 +49,7 @@ from ..cache.dynamic import DynamicCacheConfig
 from ..cache.profile import AccessProfile, profile_accesses
 from ..cache.reorder import MatchReorder, check_group
 from ..cache.reuse import BatchReuse, GroupReuse
+from ..cuda_graph import relax_thread
 from ..graph import CSCGraph
 from ..host_memory import HostGroup, SharedHostArrays, as_pinned, pinned_empty
 from ..kernels import gather_rows
@@ -1232,6 +1233,7 @@ class _Prefetcher:
         try:
             if self.cuda:
                 torch.cuda.set_device(self.loader.device)
+                relax_thread()  # a user's capture on another thread neither fails this one's calls nor is broken by them
                 # The epoch's input ids were made on the consumer's stream: wait
                 # for them once, here, not per batch, or every batch would also
                 # wait for the training steps queued behind them.

@@ -62,7 +62,7 @@ from ..kernels import gather_rows
 from ..kernels.gather import take_node_rows
 from ..kernels.aggregate import mark_sorted_by_dst
 from ..kernels._launch import new_stream
-from .sampler import capture
+from ..cuda_graph import capture
 
 # Whether the loader replays batches where it can (``NeighborLoader``).
 # History: on the H200 at ogbn-papers100M scale with no budget (GraphSAGE,

@@ -73,19 +73,19 @@ can drive it too.
 from __future__ import annotations
 
 import math
-import threading
 import weakref
 
 import torch
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
 from .._checks import check_ids_in_range, check_positive_int
+from ..cuda_graph import capture
 from ..graph import CSCGraph
-from ..host_memory import capturing, pinned_empty
+from ..host_memory import pinned_empty
 from ..kernels import IdMap, draw_seeds, pack_prefixes, sample_neighbors
 from ..kernels.id_map import DirectTable, direct_fits
 from ..kernels.sample import MAX_FANOUT, check_method, visits_in_node_order
-from ..kernels._launch import host_list, new_stream, on_device, on_device_of, use_triton
+from ..kernels._launch import host_list, on_device, on_device_of, use_triton
 
 # Both limits are per sub-batch: a super-batch of K has K times each.
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
@@ -96,16 +96,6 @@ _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffe
 # would otherwise take from the training loop's (one interpreter lock)
 _GRAPH_KEYS_MAX = 1 << 23
 _GRAPHS_MAX = 4  # shapes (batch size, or K and total seeds) with a captured graph, per sampler
-# One capture at a time in the process, on a stream of its GPU that nothing
-# else of ours launches on (``new_stream(reserve=True)``): a capture takes in
-# whatever any thread launches on its stream, and torch.cuda.graph's default
-# stream is one for the whole process (made on whichever GPU was current
-# first). Two loaders' producers could otherwise capture on it at once (one
-# capture fails, its sampler stays eager), and each other's work would land
-# in the other's graph. The lock spans GPUs: torch's graph entry empties
-# every GPU's cache, which must not run while another GPU captures.
-_CAPTURE_LOCK = threading.Lock()
-_capture_streams: dict[int, torch.cuda.Stream] = {}  # by device index, made under the lock
 
 
 def _edge_rows(rows: list[torch.Tensor], cols: list[torch.Tensor], device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -199,28 +189,6 @@ def _within_kernel_fanouts(num_neighbors: list[int], graph: CSCGraph, replace: b
             fanout = -1
         out.append(fanout)
     return out
-
-
-def capture(fn):
-    """``fn()`` run once (compiling every kernel it launches), then captured
-    into a CUDA graph on the current GPU; returns ``(graph, result)``, the
-    result being the captured run's (its tensors are what a replay
-    overwrites). RuntimeError where the capture fails (a sync in ``fn``).
-
-    "Relaxed": the training thread may call CUDA meanwhile; a sync in the
-    capture still fails it. The outer stream context puts the caller's
-    stream back even when the capture fails: torch's graph exit ends the
-    capture (raising) before it leaves its own stream context."""
-    fn()
-    graph = torch.cuda.CUDAGraph()
-    with _CAPTURE_LOCK, torch.cuda.stream(torch.cuda.current_stream()):
-        index = torch.cuda.current_device()  # the caller's (its entry points make it current)
-        if index not in _capture_streams:
-            _capture_streams[index] = new_stream(index, reserve=True)
-        # (pinned host memory freed meanwhile is unregistered after it: host_memory.capturing)
-        with capturing(), torch.cuda.graph(graph, stream=_capture_streams[index], capture_error_mode="relaxed"):
-            result = fn()
-    return graph, result
 
 
 class _CapturedHops:

@@ -1,0 +1,148 @@
+"""``tritongnn.cuda_graph`` with the CUDA driver and torch's CUDA calls faked
+(runs on the CPU): one capture at a time, each on its GPU's reserved stream,
+in relaxed mode, never through ``torch.cuda.graph``; the caller's stream back
+after a failed capture too; one warning for failures, a RuntimeError each."""
+import contextlib
+import threading
+import time
+import warnings
+
+import pytest
+import torch
+
+from conftest import FakeStream
+
+
+class FakeDriver:
+    """The driver entry points ``cuda_graph`` calls, recording captures."""
+
+    def __init__(self, local):
+        self.local, self.lock = local, threading.Lock()
+        self.active, self.most, self.begun, self.launched, self.destroyed = 0, 0, [], [], []
+
+    def cuStreamBeginCapture_v2(self, handle, mode):
+        with self.lock:
+            self.active += 1
+            self.most = max(self.most, self.active)
+            self.begun.append((self.local.index, handle.value or 0, mode))
+        time.sleep(0.02)
+        return 0
+
+    def cuStreamEndCapture(self, handle, graph):
+        with self.lock:
+            self.active -= 1
+        if self.local.fail:
+            return 901  # CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: no graph
+        graph._obj.value = 7
+        return 0
+
+    def cuGraphInstantiateWithFlags(self, exec_, graph, flags):
+        exec_._obj.value = 8
+        return 0
+
+    def cuGraphLaunch(self, exec_, stream):
+        self.launched.append((exec_.value, stream.value))
+        return 0
+
+    def cuGraphExecDestroy(self, exec_):
+        self.destroyed.append("exec")
+
+    def cuGraphDestroy(self, graph):
+        self.destroyed.append("graph")
+
+    def cuGetErrorName(self, result, name):
+        name._obj.value = b"CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"
+        return 0
+
+
+@pytest.fixture
+def faked(monkeypatch, stream_pool):
+    from tritongnn import cuda_graph
+    local = threading.local()  # each thread's GPU and current stream
+    driver = FakeDriver(local)
+
+    @contextlib.contextmanager
+    def stream(s):  # as torch.cuda.stream: the previous stream back on exit
+        previous, local.stream = local.stream, s
+        try:
+            yield
+        finally:
+            local.stream = previous
+
+    def graph(*args, **kwargs):
+        raise AssertionError("torch.cuda.graph must not be used: it puts torch's generator into capture state")
+
+    monkeypatch.setattr(cuda_graph, "_driver", driver)
+    monkeypatch.setattr(cuda_graph, "_warned", False)
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+    monkeypatch.setattr(torch.cuda, "MemPool", lambda: object())
+    monkeypatch.setattr(torch.cuda, "use_mem_pool", lambda pool, device=None: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "stream", stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: local.stream)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: local.index)
+    return cuda_graph, driver, local
+
+
+def test_captures_run_one_at_a_time_each_on_its_gpus_own_stream(faked):
+    # a capture takes in whatever any thread launches on its stream: two
+    # loaders' producer threads capture one at a time, on a stream of their
+    # GPU reserved for captures, and a failed capture puts the caller's
+    # stream back and raises (the caller then runs eagerly)
+    from tritongnn.kernels._launch import reserved
+    cuda_graph, driver, local = faked
+    after, outcome = {}, {}
+
+    def capture(i):
+        local.index, local.fail = i % 2, i == 4
+        local.stream = caller = FakeStream(f"cuda:{local.index}", 100 + i, "the producer's")
+        runs = []
+        try:
+            graph, result = cuda_graph.capture(lambda: runs.append(local.stream) or len(runs))
+            outcome[i] = result
+            graph.replay()  # on the caller's stream
+        except RuntimeError as error:
+            outcome[i] = str(error)
+        after[i] = local.stream is caller
+        assert runs[0] is caller and reserved(runs[1]) and runs[1].device.index == i % 2
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        threads = [threading.Thread(target=capture, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert len(driver.begun) == 6 and driver.most == 1  # one capture at a time
+    assert after == {i: True for i in range(6)}  # the caller's stream back, the failed capture's too
+    assert all(mode == 2 for _, _, mode in driver.begun)  # CU_STREAM_CAPTURE_MODE_RELAXED
+    for index, handle, _ in driver.begun:
+        assert handle == cuda_graph._capture_streams[index].cuda_stream  # one per GPU, kept
+    assert {i: outcome[i] for i in (0, 1, 2, 3, 5)} == {i: 2 for i in (0, 1, 2, 3, 5)}  # the captured run's
+    assert "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED" in outcome[4]
+    assert sorted(stream for _, stream in driver.launched) == [100, 101, 102, 103, 105]
+    failures = [w for w in caught if "capture failed" in str(w.message)]
+    assert len(failures) == 1 and failures[0].category is RuntimeWarning
+
+
+def test_failures_warn_once_and_graphs_are_freed(faked):
+    cuda_graph, driver, local = faked
+    local.index, local.stream = 0, FakeStream("cuda:0", 100)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        local.fail = True
+        for _ in range(3):
+            with pytest.raises(RuntimeError, match="capture failed"):
+                cuda_graph.capture(lambda: None)
+
+        def raises():  # an unsupported call inside the capture: the capture still ends
+            if driver.active:
+                raise RuntimeError("operation not permitted when stream is capturing")
+
+        local.fail = False
+        with pytest.raises(RuntimeError, match="not permitted"):
+            cuda_graph.capture(raises)
+        assert driver.active == 0
+    assert len([w for w in caught if "capture failed" in str(w.message)]) == 1
+    graph, _ = cuda_graph.capture(lambda: None)
+    del graph
+    assert driver.destroyed[-2:] == ["exec", "graph"]

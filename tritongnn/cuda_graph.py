@@ -1,0 +1,143 @@
+"""CUDA graphs captured through the driver, not through ``torch.cuda.graph``.
+
+The loader's producer thread captures while the user's thread trains. torch's
+capture entry point puts torch's default CUDA generator into capture state for
+every thread (a dropout drawn meanwhile fails: "Offset increment outside graph
+capture"), and synchronizes the whole device and empties the allocator's
+cache on entry. A capture here is the driver's, on a stream only ours use, in
+relaxed mode; its allocations go to a private ``torch.cuda.MemPool`` that
+lives as long as the graph. torch's generators and the user's streams never
+see it. Our sampling draws no torch RNG on the device (Philox seeds are
+drawn on the CPU from the loader's own generator), so a graph needs none.
+
+``relax_thread`` puts a thread of ours into relaxed capture interaction
+mode: a user's capture in global mode (``torch.cuda.graph``'s default) on
+another thread then neither fails our calls nor is invalidated by them.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import warnings
+
+import torch
+
+from .host_memory import capturing
+from .kernels._launch import new_stream
+
+# CUstreamCaptureMode
+_RELAXED = 2
+_driver = None
+_driver_lock = threading.Lock()
+# One capture at a time in the process, on a stream per GPU that nothing else
+# launches on (``new_stream(reserve=True)``): a capture takes in whatever any
+# thread launches on its stream, so two loaders' producers must not share one
+# at once.
+_CAPTURE_LOCK = threading.Lock()
+_capture_streams: dict[int, torch.cuda.Stream] = {}
+_warned = False
+
+
+def _lib():
+    global _driver
+    with _driver_lock:
+        if _driver is None:
+            lib = ctypes.CDLL("libcuda.so.1")
+            for name in ("cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags",
+                         "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
+                         "cuThreadExchangeStreamCaptureMode", "cuGetErrorName"):
+                getattr(lib, name).restype = ctypes.c_int
+            _driver = lib
+    return _driver
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        name = ctypes.c_char_p()
+        _lib().cuGetErrorName(result, ctypes.byref(name))
+        raise RuntimeError(f"{what} failed: {name.value.decode() if name.value else result}")
+
+
+def relax_thread() -> None:
+    """Set the calling thread's capture interaction mode to relaxed (module
+    docstring); a no-op without a CUDA driver."""
+    if not torch.cuda.is_available():
+        return
+    mode = ctypes.c_int(_RELAXED)
+    _check(_lib().cuThreadExchangeStreamCaptureMode(ctypes.byref(mode)), "cuThreadExchangeStreamCaptureMode")
+
+
+class Graph:
+    """An instantiated CUDA graph and the memory pool its buffers live in."""
+
+    def __init__(self, graph: ctypes.c_void_p, pool: torch.cuda.MemPool):
+        self._graph, self._pool = graph, pool
+        self._exec = ctypes.c_void_p()
+        lib = _lib()
+        try:
+            _check(lib.cuGraphInstantiateWithFlags(ctypes.byref(self._exec), graph, ctypes.c_ulonglong(0)),
+                   "cuGraphInstantiateWithFlags")
+        except RuntimeError:
+            lib.cuGraphDestroy(graph)
+            self._graph = None
+            raise
+
+    def replay(self) -> None:
+        """Launch the graph on the current stream."""
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        _check(_lib().cuGraphLaunch(self._exec, stream), "cuGraphLaunch")
+
+    def __del__(self):
+        # a launch still in flight completes first: the driver frees the
+        # executable once it is done (cuGraphExecDestroy)
+        lib = _driver
+        if lib is None:
+            return
+        if self._exec:
+            lib.cuGraphExecDestroy(self._exec)
+        if self._graph:
+            lib.cuGraphDestroy(self._graph)
+
+
+def _warn_once(error: BaseException) -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(f"tritongnn: a CUDA graph capture failed ({error}); the batches it was for are built "
+                      f"eagerly instead (slower, same results)", RuntimeWarning, stacklevel=3)
+
+
+def capture(fn):
+    """``fn()`` run once (compiling every kernel it launches), then captured
+    into a CUDA graph on the current GPU; returns ``(graph, result)``, the
+    result being the captured run's (its tensors are what a replay
+    overwrites). RuntimeError where the capture fails (a sync in ``fn``),
+    after one warning per process: the caller then runs ``fn`` eagerly.
+    Pinned host memory freed meanwhile is unregistered after it
+    (``host_memory.capturing``)."""
+    fn()
+    index = torch.cuda.current_device()
+    with _CAPTURE_LOCK:
+        if index not in _capture_streams:
+            _capture_streams[index] = new_stream(index, reserve=True)
+        stream = _capture_streams[index]
+        # The driver's capture, not torch.cuda.graph: torch's puts its default CUDA generator into capture
+        # state for every thread (a user's dropout then fails) and syncs the device; this touches neither.
+        pool = torch.cuda.MemPool()
+        handle, graph = ctypes.c_void_p(stream.cuda_stream), ctypes.c_void_p()
+        lib = _lib()
+        try:
+            with capturing(), torch.cuda.stream(stream), torch.cuda.use_mem_pool(pool, index):
+                _check(lib.cuStreamBeginCapture_v2(handle, _RELAXED), "cuStreamBeginCapture")
+                try:
+                    result = fn()
+                finally:
+                    ended = lib.cuStreamEndCapture(handle, ctypes.byref(graph))
+                _check(ended, "cuStreamEndCapture")
+            captured = Graph(graph, pool)
+        except RuntimeError as error:
+            if graph:
+                lib.cuGraphDestroy(graph)
+            _warn_once(error)
+            raise RuntimeError(f"CUDA graph capture failed: {error}") from error
+    return captured, result
