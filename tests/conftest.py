@@ -16,12 +16,14 @@ import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 # The interpreter runs every kernel op in Python: few, small examples, no
-# deadline. The GPU profile explores more.
+# deadline.
 settings.register_profile("interpreter", max_examples=12, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                  HealthCheck.function_scoped_fixture])
-settings.register_profile("gpu", max_examples=150, deadline=None, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+# The GPU profile explores more; with --slow, more again.
+for name, examples in (("gpu", 40), ("gpu-slow", 150)):
+    settings.register_profile(name, max_examples=examples, deadline=None, print_blob=True,
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 settings.load_profile("gpu" if torch.cuda.is_available() else "interpreter")
 
 CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
@@ -30,6 +32,11 @@ CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
 
 def pytest_addoption(parser):
     parser.addoption("--slow", action="store_true", help="also run the tests marked slow")
+
+
+def pytest_configure(config):
+    if torch.cuda.is_available() and config.getoption("--slow"):
+        settings.load_profile("gpu-slow")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -191,7 +191,8 @@ def test_gat_with_trimmed_layers_matches_pyg(fanouts, layers):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("heads, channels", [(8, 8), (8, 172), (3, 5)])
+@pytest.mark.parametrize("heads, channels", [(8, 8), pytest.param(8, 172, marks=pytest.mark.slow),
+                                             pytest.param(3, 5, marks=pytest.mark.slow)])
 def test_attend_matches_its_reference_on_the_gpu(heads, channels):
     g = torch.Generator().manual_seed(2)
     num_src, num_dst = 5000, 1200

@@ -3,6 +3,7 @@
 in relaxed mode, never through ``torch.cuda.graph``; the caller's stream back
 after a failed capture too; one warning for failures, a RuntimeError each."""
 import contextlib
+import queue
 import threading
 import time
 import warnings
@@ -19,12 +20,14 @@ class FakeDriver:
     def __init__(self, local):
         self.local, self.lock = local, threading.Lock()
         self.active, self.most, self.begun, self.launched, self.destroyed = 0, 0, [], [], []
+        self.threads = []
 
     def cuStreamBeginCapture_v2(self, handle, mode):
         with self.lock:
             self.active += 1
             self.most = max(self.most, self.active)
             self.begun.append((self.local.index, handle.value or 0, mode))
+            self.threads.append(threading.get_ident())
         time.sleep(0.02)
         return 0
 
@@ -69,6 +72,14 @@ def faked(monkeypatch, stream_pool):
         finally:
             local.stream = previous
 
+    @contextlib.contextmanager
+    def device(index):  # as torch.cuda.device: that GPU current within
+        previous, local.index = local.index, index
+        try:
+            yield
+        finally:
+            local.index = previous
+
     def graph(*args, **kwargs):
         raise AssertionError("torch.cuda.graph must not be used: it puts torch's generator into capture state")
 
@@ -78,6 +89,7 @@ def faked(monkeypatch, stream_pool):
     monkeypatch.setattr(torch.cuda, "MemPool", lambda: object())
     monkeypatch.setattr(torch.cuda, "use_mem_pool", lambda pool, device=None: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "stream", stream)
+    monkeypatch.setattr(torch.cuda, "device", device)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: local.stream)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: local.index)
     return cuda_graph, driver, local
@@ -146,3 +158,38 @@ def test_failures_warn_once_and_graphs_are_freed(faked):
     graph, _ = cuda_graph.capture(lambda: None)
     del graph
     assert driver.destroyed[-2:] == ["exec", "graph"]
+
+
+def test_a_producer_hands_its_captures_to_the_loops_thread(faked):
+    # under captures_on, the warm-up runs on the asking thread and the
+    # capture on the one that serves the requests (the loop's, in next());
+    # a request the loop never runs (it stopped) raises CaptureAbandoned
+    cuda_graph, driver, local = faked
+    requests, stop, out = queue.Queue(), threading.Event(), {}
+
+    def ask(work):
+        request = cuda_graph.CaptureRequest(work)
+        requests.put(request)
+        return request.wait(stop)
+
+    def producer():
+        local.index, local.fail, local.stream = 1, False, FakeStream("cuda:1", 100)
+        ran = []
+        with cuda_graph.captures_on(ask):
+            out["graph"], out["result"] = cuda_graph.capture(lambda: ran.append(threading.get_ident()) or len(ran))
+            try:
+                cuda_graph.capture(lambda: None)
+            except cuda_graph.CaptureAbandoned:
+                out["abandoned"] = True
+        out["ran"] = ran
+
+    local.index, local.fail, local.stream = 0, False, FakeStream("cuda:0", 100)
+    thread = threading.Thread(target=producer)
+    thread.start()
+    requests.get(timeout=5).run()  # the loop's thread captures
+    requests.get(timeout=5)  # ... then stops without running the next request
+    stop.set()
+    thread.join(timeout=5)
+    assert out["result"] == 2 and out.get("abandoned")
+    assert out["ran"][0] == thread.ident and out["ran"][1] == threading.get_ident()
+    assert driver.threads == [threading.get_ident()] and driver.begun[0][0] == 1  # on the producer's GPU

@@ -351,6 +351,7 @@ def test_two_ranks_share_one_host_copy(tmp_path):
     check_two_ranks(run_two_ranks(tmp_path, "cpu"))
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="cudaHostRegister needs a CUDA GPU")
 def test_two_ranks_share_one_pinned_host_copy_on_a_gpu(tmp_path):

@@ -472,6 +472,7 @@ def test_streams_kept_for_captures_are_never_drawn_again(stream_pool):
     assert new_stream("cuda:1").device == torch.device("cuda", 1)  # another GPU, another pool
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_a_process_that_deleted_its_loaders_exits_cleanly():

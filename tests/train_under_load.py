@@ -76,7 +76,7 @@ def check_batch(batch, x, y, dtype) -> None:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser()
     parser.add_argument("--placement", default="device")
-    parser.add_argument("--cache-budget", type=float, default=None)
+    parser.add_argument("--cache-budget", type=lambda v: int(float(v)), default=None)
     parser.add_argument("--super-batch", type=int, default=1)
     parser.add_argument("--feature-dtype", choices=["float16", "bfloat16"], default=None)
     parser.add_argument("--model", choices=["sage", "gat", "compiled"], default="sage")

@@ -10,12 +10,19 @@ lives as long as the graph. torch's generators and the user's streams never
 see it. Our sampling draws no torch RNG on the device (Philox seeds are
 drawn on the CPU from the loader's own generator), so a graph needs none.
 
+A capture must also not overlap the user's own device-wide calls
+(``torch.cuda.synchronize()``, ``empty_cache()``, their own capture's entry):
+CUDA refuses those while any stream captures. So a producer thread asks the
+loop's thread to capture (``captures_on``), which does so inside ``next()``,
+where none of the user's code runs on it.
+
 ``relax_thread`` puts a thread of ours into relaxed capture interaction
 mode: a user's capture in global mode (``torch.cuda.graph``'s default) on
 another thread then neither fails our calls nor is invalidated by them.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 import warnings
@@ -36,6 +43,48 @@ _driver_lock = threading.Lock()
 _CAPTURE_LOCK = threading.Lock()
 _capture_streams: dict[int, torch.cuda.Stream] = {}
 _warned = False
+_local = threading.local()  # .run: where this thread's captures are run (``captures_on``)
+
+
+class CaptureAbandoned(Exception):
+    """The loop asked to run a capture stopped first (an epoch left early):
+    the capture never ran, and may be asked for again."""
+
+
+@contextlib.contextmanager
+def captures_on(run):
+    """Within: this thread's captures are handed to ``run(work)``, which runs
+    ``work()`` on another thread (the loop's) and returns its result."""
+    previous = getattr(_local, "run", None)
+    _local.run = run
+    try:
+        yield
+    finally:
+        _local.run = previous
+
+
+class CaptureRequest:
+    """A capture asked of the loop's thread: ``run`` it there; the asking
+    thread ``wait``s for its result."""
+
+    def __init__(self, work):
+        self.work, self.done = work, threading.Event()
+        self.result = self.error = None
+
+    def run(self) -> None:
+        try:
+            self.result = self.work()
+        except BaseException as error:  # raised again on the asking thread
+            self.error = error
+        self.done.set()
+
+    def wait(self, stopped: threading.Event):
+        while not self.done.wait(0.05):
+            if stopped.is_set():
+                raise CaptureAbandoned("the loop stopped before it ran the capture")
+        if self.error is not None:
+            raise self.error
+        return self.result
 
 
 def _lib():
@@ -114,9 +163,20 @@ def capture(fn):
     overwrites). RuntimeError where the capture fails (a sync in ``fn``),
     after one warning per process: the caller then runs ``fn`` eagerly.
     Pinned host memory freed meanwhile is unregistered after it
-    (``host_memory.capturing``)."""
+    (``host_memory.capturing``). On a thread under ``captures_on`` the
+    capture itself runs where that says (the warm-up run stays here)."""
     fn()
     index = torch.cuda.current_device()
+    run = getattr(_local, "run", None)
+    if run is not None:
+        def work():
+            with torch.cuda.device(index):
+                return _capture(fn, index)
+        return run(work)
+    return _capture(fn, index)
+
+
+def _capture(fn, index: int):
     with _CAPTURE_LOCK:
         if index not in _capture_streams:
             _capture_streams[index] = new_stream(index, reserve=True)

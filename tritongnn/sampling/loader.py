@@ -49,7 +49,7 @@ from ..cache.dynamic import DynamicCacheConfig
 from ..cache.profile import AccessProfile, profile_accesses
 from ..cache.reorder import MatchReorder, check_group
 from ..cache.reuse import BatchReuse, GroupReuse
-from ..cuda_graph import relax_thread
+from ..cuda_graph import CaptureAbandoned, CaptureRequest, captures_on, relax_thread
 from ..graph import CSCGraph
 from ..host_memory import HostGroup, SharedHostArrays, as_pinned, pinned_empty
 from ..kernels import gather_rows
@@ -1240,8 +1240,9 @@ class _Prefetcher:
                 self.stream.wait_stream(self.consumer)
             # closed here, on a stop too: its end (the group staging's
             # release, the pipeline's fences) is queued before the consumer
-            # fences its streams
-            with contextlib.closing(self._items()) as items:
+            # fences its streams. Captures are run by the loop's thread, in
+            # ``next()``: none of the user's device-wide calls can overlap them.
+            with captures_on(self._ask_loop), contextlib.closing(self._items()) as items:
                 for item in items:
                     if self.stop.is_set() or not self._put(item) or self.stop.is_set():
                         return
@@ -1250,6 +1251,13 @@ class _Prefetcher:
             return
         self._put(self._DONE)
 
+    def _ask_loop(self, work):
+        """Run ``work`` (a capture) on the loop's thread; its result."""
+        request = CaptureRequest(work)
+        if not self._put(request):
+            raise CaptureAbandoned("the loop stopped before it ran the capture")
+        return request.wait(self.stop)
+
     def __iter__(self):
         consumer = self.consumer
         try:
@@ -1257,6 +1265,9 @@ class _Prefetcher:
                 item = self.queue.get()
                 if item is self._DONE:
                     return
+                if isinstance(item, CaptureRequest):
+                    item.run()
+                    continue
                 if isinstance(item, BaseException):
                     raise item
                 batch, ready, built = item

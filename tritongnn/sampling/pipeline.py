@@ -182,7 +182,11 @@ class _Slot:
         self.attrs = {key: torch.empty((rows,) + value.shape[1:], dtype=value.dtype, device=device)
                       for key, (value, _) in loader._node_attrs.items()}
         if device.type == "cuda":
-            self.graph, _ = capture(self._gather)
+            try:
+                self.graph, _ = capture(self._gather)
+            except BaseException:  # sized again when next used (or, where refused, gathered eagerly)
+                self.rows = None
+                raise
         # the buffers handed out, and the tensors viewing each while none is
         # (the storage's own reference: the tensor kept here)
         self.bases = list(dict.fromkeys([self.packed.node, self.packed.edges, self.n_id]
