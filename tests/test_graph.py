@@ -151,3 +151,54 @@ def test_row_prefix_copies_the_first_rows_and_checks_num_rows():
     for bad, error in ((-1, ValueError), (6, ValueError), (2.0, TypeError), (True, TypeError)):
         with pytest.raises(error, match="num_rows"):
             g.row_prefix(bad, "cpu")
+
+
+def _relabel_reference(graph, order):
+    """The relabelled graph built whole, with E-sized temporaries."""
+    from tritongnn.graph import inverse_permutation
+    num_nodes, num_edges = graph.num_nodes, graph.num_edges
+    new_id, degree = inverse_permutation(order), graph.degree()[order]
+    indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
+    torch.cumsum(degree, 0, out=indptr[1:])
+    row = torch.repeat_interleave(torch.arange(num_nodes), degree, output_size=num_edges)
+    old = graph.indptr[order][row] + (torch.arange(num_edges) - indptr[row])
+    return indptr, new_id[graph.indices[old].long()], graph.edge_perm[old]
+
+
+@given(num_nodes=st.integers(1, 40), num_edges=st.integers(0, 120), chunk=st.integers(1, 130),
+       seed=st.integers(0, 1000))
+def test_building_and_relabelling_in_chunks_is_the_whole_stable_sort(num_nodes, num_edges, chunk, seed):
+    # the counting sort by target, chunk by chunk, is a stable argsort of
+    # the targets (parallel edges and duplicates kept in input order), and
+    # the chunked relabel is the relabel built whole
+    g = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=g)
+    before = edge_index.clone()
+    graph = CSCGraph.from_edge_index(edge_index, keep_edge_perm=True, chunk_edges=chunk)
+    perm = torch.argsort(edge_index[1], stable=True)
+    assert torch.equal(edge_index, before)  # not modified
+    assert graph.num_nodes == (int(edge_index.max()) + 1 if num_edges else 0)
+    assert torch.equal(graph.edge_perm, perm) and torch.equal(graph.indices.long(), edge_index[0, perm])
+    if num_edges:
+        assert torch.equal(graph.degree(), torch.bincount(edge_index[1], minlength=graph.num_nodes))
+        order = torch.randperm(graph.num_nodes, generator=g)
+        relabelled = graph.relabel(order, chunk_edges=chunk)
+        indptr, indices, edge_perm = _relabel_reference(graph, order)
+        assert torch.equal(relabelled.indptr, indptr) and torch.equal(relabelled.indices.long(), indices)
+        assert torch.equal(relabelled.edge_perm, edge_perm)
+        assert relabelled.indices.dtype == graph.indices.dtype
+
+
+def test_chunks_are_sized_by_the_memory_left():
+    from tritongnn import memory
+    assert memory.chunk_items("cpu", 100, 10) == 10  # all of a small graph
+    assert memory.chunk_items("cpu", 100, 10**10) == memory._CPU_ITEMS
+
+
+def test_a_graph_past_the_gpu_memory_left_is_refused_before_allocating(monkeypatch):
+    from tritongnn import graph as graph_module
+    monkeypatch.setattr(graph_module, "device_free_bytes", lambda device: 2 * 10**9)
+    graph_module._check_fits(torch.device("cuda", 0), False, "the CSC graph", 10**9)  # fits
+    with pytest.raises(ValueError, match=r"the CSC graph takes 7.40 GB on cuda:0, .* 2.00 GB more .*placement='host'"):
+        graph_module._check_fits(torch.device("cuda", 0), False, "the CSC graph", 7.4e9)
+    graph_module._check_fits(torch.device("cuda", 0), True, "the CSC graph", 7.4e9)  # pinned host memory: not GPU

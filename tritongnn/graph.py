@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_ids_in_range
+from .host_memory import pinned_copy, pinned_empty
+from .memory import chunk_items, device_free_bytes
 
 _INT32_MAX = 2**31 - 1
 
@@ -40,6 +42,46 @@ def inverse_permutation(order: torch.Tensor) -> torch.Tensor:
     if bool((new_id < 0).any()):
         raise ValueError(f"order must be a permutation of [0, {num_nodes}): it repeats ids")
     return new_id
+
+
+def _chunks(num_items: int, size: int):
+    """``(lo, hi)`` of consecutive chunks of ``size`` covering ``[0, num_items)``."""
+    return ((lo, min(lo + size, num_items)) for lo in range(0, num_items, max(1, size)))
+
+
+def _cuda_of(device: torch.device, work: torch.device) -> torch.device:
+    """The GPU a pinned output is for: ``work`` if a GPU, else the current one."""
+    if work.type == "cuda":
+        return work
+    if device.type == "cuda":
+        return device
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def _work_device(device: torch.device, pin: bool, work) -> torch.device:
+    if work is not None:
+        return torch.device(work)
+    if pin and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def _empty(shape, dtype, device: torch.device, pin: bool) -> torch.Tensor:
+    if pin:
+        return pinned_empty(shape, dtype, _cuda_of(device, device))
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _check_fits(device: torch.device, pin: bool, what: str, nbytes: int) -> None:
+    """ValueError, before allocating, where ``nbytes`` do not fit the GPU
+    memory the process may still use."""
+    if pin or device.type != "cuda":
+        return
+    free = device_free_bytes(device)
+    if nbytes > free:
+        raise ValueError(f"{what} takes {nbytes / 1e9:.2f} GB on {device}, and the process may use "
+                         f"{free / 1e9:.2f} GB more there: keep it in host memory (placement='host'), "
+                         f"or free GPU memory first")
 
 
 class CSCGraph:
@@ -96,38 +138,85 @@ class CSCGraph:
 
     @classmethod
     def from_edge_index(cls, edge_index: torch.Tensor, num_nodes: int | None = None,
-                        keep_edge_perm: bool = False, device=None) -> "CSCGraph":
+                        keep_edge_perm: bool = False, device=None, *, work=None, pin: bool = False,
+                        chunk_edges: int | None = None) -> "CSCGraph":
         """Build from PyG's ``edge_index`` ``[2, E]`` (messages ``[0] -> [1]``).
 
+        A stable counting sort by target, in chunks of edges: each chunk is
+        moved to ``work``, sorted there and scattered into the output, so
+        the temporaries are a chunk's, never E-sized (the output itself is).
+
         Args:
-            edge_index: ``[2, E]`` integer tensor; not modified.
+            edge_index: ``[2, E]`` integer tensor, any order, duplicates kept;
+                not modified.
             num_nodes: N; default ``max id + 1``.
             keep_edge_perm: keep the CSC-position -> edge-id map (``e_id``).
-            device: where to sort (a GPU sorts 10^9 edges in about a second);
-                default the device of ``edge_index``.
+            device: where the graph goes; default the device of ``edge_index``.
+            work: where the chunks are sorted (a GPU sorts 10^9 edges in about
+                a second); default ``device``, or the GPU it is pinned for.
+            pin: the output in pinned host memory (``device`` the CPU).
+            chunk_edges: edges per chunk; default what fits a quarter of the
+                memory ``work`` has free (``memory.chunk_items``).
         """
         edge_index = _as_index(edge_index, "edge_index")
         if edge_index.dim() != 2 or edge_index.size(0) != 2:
             raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
         device = edge_index.device if device is None else torch.device(device)
-        edge_index = edge_index.to(device)
+        work = _work_device(device, pin, work)
         num_edges = edge_index.size(1)
         if num_nodes is None:  # (negative ids are refused below, by name)
-            num_nodes = max(int(edge_index.max()) + 1, 0) if num_edges else 0
+            num_nodes = 0
+            for lo, hi in _chunks(num_edges, chunk_edges or chunk_items(work, 16, num_edges)):
+                num_nodes = max(num_nodes, int(edge_index[:, lo:hi].max()) + 1)
         if not isinstance(num_nodes, int) or isinstance(num_nodes, bool) or num_nodes < 0:
             raise ValueError(f"num_nodes must be a non-negative int, got {num_nodes!r}")
-        check_ids_in_range(edge_index, num_nodes, "edge_index")
-        src, dst = edge_index[0], edge_index[1]
-        indptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=device)
-        torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0, out=indptr[1:])
-        if bool((dst[1:] >= dst[:-1]).all()):
-            # already grouped by target (CSC order, e.g. PyG's sort_edge_index(sort_by_row=False)):
-            # no sort, whose keys, values and temporaries would take ~4x edge_index on the device
-            perm = torch.arange(num_edges, device=device) if keep_edge_perm else None
-            # a copy in the graph's index dtype: never a view of the caller's edge_index
-            return cls(indptr, src.to(_index_dtype(num_nodes), copy=True), perm, validate=False)
-        perm = torch.argsort(dst, stable=True)  # stable: parallel edges keep their order
-        return cls(indptr, src[perm], perm if keep_edge_perm else None, validate=False)
+        index_dtype = _index_dtype(num_nodes)
+        _check_fits(device, pin, "the CSC graph", (num_nodes + 1) * 8 + num_edges * (
+            index_dtype.itemsize + (8 if keep_edge_perm else 0)))
+        indices = _empty((num_edges,), index_dtype, device, pin)
+        perm = _empty((num_edges,), torch.int64, device, pin) if keep_edge_perm else None
+        # about 100 bytes of temporaries an edge of a chunk: its ids, the sort, positions
+        chunks = list(_chunks(num_edges, chunk_edges or chunk_items(work, 100, num_edges)))
+
+        def chunk(lo, hi):
+            part = edge_index[:, lo:hi].to(work)
+            check_ids_in_range(part, num_nodes, "edge_index")
+            return part[0], part[1].to(torch.int64)
+
+        counts = torch.zeros(num_nodes, dtype=torch.int64, device=work)
+        grouped, last = True, None  # whether already grouped by target (CSC order): no sort
+        for lo, hi in chunks:
+            _, dst = chunk(lo, hi)
+            counts.index_add_(0, dst, torch.ones_like(dst))
+            grouped = grouped and bool((dst[1:] >= dst[:-1]).all()) and (last is None or int(dst[0]) >= last)
+            last = int(dst[-1])
+        indptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=work)
+        torch.cumsum(counts, 0, out=indptr[1:])
+        cursor = indptr[:-1].clone()  # where each target's next edge goes
+        del counts
+        for lo, hi in chunks:
+            src, dst = chunk(lo, hi)
+            if grouped:
+                # a copy in the graph's index dtype: never a view of the caller's edge_index
+                indices[lo:hi].copy_(src)
+                if perm is not None:
+                    perm[lo:hi].copy_(torch.arange(lo, hi, device=work))
+                continue
+            order = torch.argsort(dst, stable=True)  # stable: parallel edges keep their order
+            dst = dst[order]
+            rank = torch.arange(dst.numel(), device=work)
+            first = torch.ones_like(dst, dtype=torch.bool)
+            first[1:] = dst[1:] != dst[:-1]
+            # each edge's rank among the chunk's edges into its target, after the chunks before
+            rank -= torch.cummax(torch.where(first, rank, 0), 0).values
+            pos = (cursor[dst] + rank).to(device)
+            cursor.index_add_(0, dst, torch.ones_like(dst))
+            indices[pos] = src[order].to(device, index_dtype)
+            if perm is not None:
+                perm[pos] = (order + lo).to(device)
+            del order, dst, rank, first, pos
+        indptr = indptr.to(device) if not pin else pinned_copy(indptr, work)
+        return cls(indptr, indices, perm, validate=False)
 
     @classmethod
     def from_csr(cls, indptr: torch.Tensor, indices: torch.Tensor, keep_edge_perm: bool = False,
@@ -166,7 +255,8 @@ class CSCGraph:
         """``[N]`` int64 in-degree (neighbours available to sample)."""
         return self.indptr.diff()
 
-    def relabel(self, order: torch.Tensor, keep_edge_perm: bool = True) -> "CSCGraph":
+    def relabel(self, order: torch.Tensor, keep_edge_perm: bool = True, device=None, *, pin: bool = False,
+                chunk_edges: int | None = None) -> "CSCGraph":
         """The same graph with node ``order[i]`` renamed ``i``.
 
         Hot-first relabelling (the dual cache) puts the hottest nodes at the
@@ -174,32 +264,45 @@ class CSCGraph:
         prefixes. Each row keeps its neighbours in their order, so sampling
         by position draws the same (renamed) neighbours. ``edge_perm`` maps
         the new CSC positions to this graph's edge ids (its own ``edge_perm``,
-        or its CSC positions when it has none).
+        or its CSC positions when it has none). Worked where the graph is, in
+        chunks of edges: N-sized tables, chunk-sized temporaries.
 
         Args:
             order: ``[N]`` integer permutation of ``[0, N)``, ``order[new] = old``.
             keep_edge_perm: False: no ``edge_perm`` (8 bytes per edge, 13 GB at
                 1.6x10^9 edges) where no edge id will be asked for.
+            device: where the relabelled graph goes; default this graph's.
+            pin: the output in pinned host memory (``device`` the CPU).
+            chunk_edges: edges per chunk; default what fits
+                (``memory.chunk_items``).
         """
         order = _as_index(order, "order")
-        num_nodes = self.num_nodes
+        num_nodes, num_edges = self.num_nodes, self.num_edges
         if order.dim() != 1 or order.numel() != num_nodes:
             raise ValueError(f"order must be a permutation of [0, {num_nodes}), got shape {tuple(order.shape)}")
-        device = self.indptr.device
-        order = order.to(device, torch.int64)
+        work = self.indices.device
+        device = work if device is None else torch.device(device)
+        _check_fits(device, pin, "the relabelled CSC graph", (num_nodes + 1) * 8 + num_edges * (
+            self.indices.dtype.itemsize + (8 if keep_edge_perm else 0)))
+        order = order.to(work, torch.int64)
         new_id = inverse_permutation(order)
         degree = self.degree()[order]
-        indptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=device)
+        indptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=work)
         torch.cumsum(degree, 0, out=indptr[1:])
-        row = torch.repeat_interleave(torch.arange(num_nodes, device=device), degree,
-                                      output_size=self.num_edges)
-        old_pos = self.indptr[order][row] + (torch.arange(self.num_edges, device=device) - indptr[row])
-        indices = new_id[self.indices.to(device)[old_pos].to(torch.int64)]
-        if not keep_edge_perm:
-            edge_perm = None
-        else:
-            edge_perm = old_pos if self.edge_perm is None else self.edge_perm.to(device)[old_pos]
-        del old_pos, row
+        old_start = self.indptr[order]
+        del degree
+        indices = _empty((num_edges,), self.indices.dtype, device, pin)
+        edge_perm = _empty((num_edges,), torch.int64, device, pin) if keep_edge_perm else None
+        # about 50 bytes of temporaries an edge of a chunk: positions, rows, old positions, ids
+        for lo, hi in _chunks(num_edges, chunk_edges or chunk_items(work, 50, num_edges)):
+            pos = torch.arange(lo, hi, device=work)
+            row = torch.searchsorted(indptr[1:], pos, right=True)
+            old_pos = old_start[row] + (pos - indptr[row])
+            del pos, row
+            indices[lo:hi].copy_(new_id[self.indices[old_pos].to(torch.int64)])
+            if edge_perm is not None:
+                edge_perm[lo:hi].copy_(old_pos if self.edge_perm is None else self.edge_perm[old_pos])
+        indptr = indptr.to(device) if not pin else pinned_copy(indptr, _cuda_of(device, work))
         return CSCGraph(indptr, indices, edge_perm, validate=False)
 
     def row_prefix(self, num_rows: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -236,7 +339,6 @@ class CSCGraph:
         """A copy in pinned host memory, which GPU kernels read directly (UVA):
         exactly its bytes (``host_memory.pinned_copy``), copied straight from
         the GPU when it is there."""
-        from .host_memory import pinned_copy
         if self.is_pinned:
             return self
         device = self.device if self.device.type == "cuda" else torch.device("cuda")

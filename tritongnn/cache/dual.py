@@ -99,14 +99,15 @@ def relabel_tiers(graph: CSCGraph | None, x: torch.Tensor | None, plan: CachePla
     if graph is not None:
         if graph.num_nodes != num_nodes:
             raise ValueError(f"the cache plan orders {num_nodes} nodes, the graph has {graph.num_nodes}")
-        work = device if device.type == "cuda" else graph.device  # where to relabel
-        # the loader keeps an edge_perm only for edge attributes (e_id): none, none renamed
-        relabelled = graph.to(work).relabel(plan.order.to(work), keep_edge_perm=graph.edge_perm is not None)
+        # relabelled where the graph is, in chunks, into where it is read; the
+        # loader keeps an edge_perm only for edge attributes (e_id): none, none renamed
+        keep = graph.edge_perm is not None
         if plan.num_adjacency == num_nodes:  # every list cached: one tier, on the device
-            relabelled_graph = relabelled.to(device)
+            relabelled_graph = graph.relabel(plan.order, keep, device)
         elif host_empty is None:
-            relabelled_graph = relabelled.pin_memory() if device.type == "cuda" else relabelled.to("cpu")
+            relabelled_graph = graph.relabel(plan.order, keep, "cpu", pin=device.type == "cuda")
         else:
+            relabelled = graph.relabel(plan.order, keep, "cpu")
             arrays = [None if t is None else host_empty(name, t.shape, t.dtype).copy_(t)
                       for name, t in (("indptr", relabelled.indptr), ("indices", relabelled.indices),
                                       ("edge_perm", relabelled.edge_perm))]

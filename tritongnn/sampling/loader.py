@@ -402,8 +402,11 @@ class NeighborLoader:
         edge_index, keep_edge_perm = data.edge_index, bool(self._edge_attrs)
 
         def build_graph() -> CSCGraph:
+            # sorted on the loader's device in chunks, written where it is read: with
+            # placement="host" pinned host memory, the edges never all on the GPU at once
+            host = placement == "host" and self.device.type == "cuda"
             return CSCGraph.from_edge_index(edge_index, num_nodes, keep_edge_perm=keep_edge_perm,
-                                            device=self.device)
+                                            device="cpu" if host else self.device, work=self.device, pin=host)
 
         self._x_dtype = None if data.x is None else data.x.dtype  # what batches' x come out in
         # ranks sharing one host copy: a collective, so every rank of the group takes part
