@@ -531,3 +531,40 @@ def test_pinned_memory_freed_during_a_capture_is_unregistered_after_it(monkeypat
             gc.collect()
         assert len(unregistered) == 1 and len(host_memory._deferred) == 1
     assert unregistered[1] == (2, torch.device("cuda")) and not host_memory._deferred
+
+
+def test_a_cpu_tensor_is_pinned_in_place_once_and_unpinned_with_its_last_user(monkeypatch):
+    # CUDA's registration faked (this runs on the CPU): two loaders over one
+    # x register its memory once, in place (no second copy: their tensors
+    # view its storage, its values untouched), and it is unregistered only
+    # once neither holds it
+    import gc
+    from tritongnn import host_memory
+    calls = []
+
+    class FakeCudart:
+        def cudaHostRegister(self, ptr, nbytes, flags):
+            calls.append(("register", ptr, nbytes, flags))
+            return 0
+
+        def cudaHostUnregister(self, ptr):
+            calls.append(("unregister", ptr))
+            return 0
+
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: FakeCudart())
+    monkeypatch.setattr(torch.cuda, "check_error", lambda result: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.Tensor, "is_pinned", lambda self, device=None: False)
+    monkeypatch.setattr(host_memory, "_in_place", [])
+    x = torch.randn(100, 8)
+    before = x.clone()
+    first = host_memory.as_pinned(x, "cuda")
+    second = host_memory.as_pinned(x[10:20], "cuda")  # rows of the same memory: the same registration
+    assert first.data_ptr() == x.data_ptr() and second.data_ptr() == x[10:20].data_ptr()
+    assert calls == [("register", x.data_ptr(), x.nbytes, 3)]
+    del first
+    gc.collect()
+    assert len(calls) == 1  # the second still reads it
+    del second
+    gc.collect()
+    assert calls[1:] == [("unregister", x.data_ptr())] and torch.equal(x, before)

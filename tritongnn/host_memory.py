@@ -49,6 +49,7 @@ import sys
 import threading
 import uuid
 import warnings
+import weakref
 
 import torch
 
@@ -226,10 +227,72 @@ def pinned_copy(tensor: torch.Tensor, device=None) -> torch.Tensor:
     return pinned_empty(tensor.shape, tensor.dtype, device).copy_(tensor)
 
 
+class _InPlace:
+    """A range of the caller's host memory registered with CUDA in place
+    (``as_pinned``): unregistered once the last tensor handed out over it is
+    freed, after a device sync (and after any open capture: ``capturing``)."""
+
+    def __init__(self, ptr: int, nbytes: int, device: torch.device):
+        torch.cuda.check_error(torch.cuda.cudart().cudaHostRegister(ptr, nbytes, _REGISTER_FLAGS))
+        self.ptr, self.end, self.device, self.users = ptr, ptr + nbytes, device, 0
+
+    def covers(self, ptr: int, nbytes: int) -> bool:
+        return self.ptr <= ptr and ptr + nbytes <= self.end
+
+    def hand_out(self, tensor: torch.Tensor) -> torch.Tensor:
+        """An alias of ``tensor`` (the same storage) that holds the registration."""
+        alias = tensor.view(tensor.shape)
+        self.users += 1
+        weakref.finalize(alias, self.drop)
+        return alias
+
+    def drop(self) -> None:
+        with _deferred_lock:
+            self.users -= 1
+            if self.users:
+                return
+            _in_place.remove(self)
+            if _captures:
+                _deferred.append(self)
+                return
+        self.release()
+
+    def release(self) -> None:
+        if sys.is_finalizing():  # at exit CUDA may be gone before us
+            return
+        try:
+            torch.cuda.synchronize(self.device)  # no kernel may still be reading it
+            torch.cuda.cudart().cudaHostUnregister(self.ptr)
+        except Exception:  # a finalizer must not raise; the caller's memory stays theirs either way
+            pass
+
+
+_in_place: list[_InPlace] = []
+
+
 def as_pinned(tensor: torch.Tensor, device) -> torch.Tensor:
-    """``tensor`` itself when it already is contiguous pinned host memory,
-    else a ``pinned_copy``: what a kernel on ``device`` reads through UVA."""
-    if tensor.device.type == "cpu" and tensor.is_pinned() and tensor.is_contiguous():
+    """What a kernel on ``device`` reads through UVA: ``tensor`` itself where
+    it already is contiguous pinned host memory; a contiguous CPU tensor
+    registered in place (``cudaHostRegister``: no second copy of a 57 GB
+    table; its values untouched, unregistered with the last tensor handed
+    out over it); else, or where registering fails, a ``pinned_copy``."""
+    if tensor.device.type == "cpu" and tensor.is_contiguous() and tensor.numel():
+        ptr, nbytes = tensor.data_ptr(), tensor.numel() * tensor.element_size()
+        with _deferred_lock:
+            for region in _in_place:
+                if region.covers(ptr, nbytes):
+                    return region.hand_out(tensor)
+            if tensor.is_pinned():  # torch's pinned memory, or registered by the caller
+                return tensor
+            try:
+                region = _InPlace(ptr, nbytes, torch.device(device))
+            except RuntimeError as error:
+                warnings.warn(f"cudaHostRegister of the caller's {format_bytes(nbytes)} failed ({error}); "
+                              f"copying it into pinned memory instead")
+            else:
+                _in_place.append(region)
+                return region.hand_out(tensor)
+    elif tensor.device.type == "cpu" and tensor.is_pinned() and tensor.is_contiguous():
         return tensor
     return pinned_copy(tensor, device)  # exact bytes, not torch's power-of-two blocks
 
