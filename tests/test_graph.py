@@ -189,12 +189,6 @@ def test_building_and_relabelling_in_chunks_is_the_whole_stable_sort(num_nodes, 
         assert relabelled.indices.dtype == graph.indices.dtype
 
 
-def test_chunks_are_sized_by_the_memory_left():
-    from tritongnn import memory
-    assert memory.chunk_items("cpu", 100, 10) == 10  # all of a small graph
-    assert memory.chunk_items("cpu", 100, 10**10) == memory._CPU_ITEMS
-
-
 def test_a_graph_past_the_gpu_memory_left_is_refused_before_allocating(monkeypatch):
     from tritongnn import graph as graph_module
     monkeypatch.setattr(graph_module, "device_free_bytes", lambda device: 2 * 10**9)

@@ -16,16 +16,26 @@ _MIN_ITEMS = 1 << 16
 _CPU_ITEMS = 1 << 25  # on the CPU: ~1-2 GB of temporaries a chunk at tens of bytes an item
 
 
+def _fraction(device: torch.device) -> float:
+    get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    return get_fraction(device) if get_fraction is not None else 1.0
+
+
+def device_total_bytes(device) -> int:
+    """Bytes the process may use on CUDA ``device`` in all: the card's,
+    times its per-process memory fraction."""
+    device = torch.device(device)
+    return int(_fraction(device) * torch.cuda.get_device_properties(device).total_memory)
+
+
 def device_free_bytes(device) -> int:
     """Bytes the process may still allocate on CUDA ``device``: the free
     memory of the card, within the per-process fraction, plus what torch's
     allocator holds unused."""
     device = torch.device(device)
     free, total = torch.cuda.mem_get_info(device)
-    get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
-    fraction = get_fraction(device) if get_fraction is not None else 1.0
     reserved, allocated = torch.cuda.memory_reserved(device), torch.cuda.memory_allocated(device)
-    allowed = int(fraction * total) - reserved
+    allowed = int(_fraction(device) * total) - reserved
     return max(0, min(free, allowed) + reserved - allocated)
 
 

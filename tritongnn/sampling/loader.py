@@ -53,6 +53,7 @@ from ..cuda_graph import CaptureAbandoned, CaptureRequest, captures_on, relax_th
 from ..graph import CSCGraph
 from ..host_memory import HostGroup, SharedHostArrays, as_pinned, pinned_empty
 from ..kernels import gather_rows
+from ..memory import device_free_bytes, device_total_bytes
 from ..kernels._launch import new_stream, use_triton
 from ..kernels.aggregate import mark_sorted_by_dst
 from ..kernels.sample import METHODS as SAMPLE_METHODS
@@ -676,8 +677,9 @@ class NeighborLoader:
             if self.device.type != "cuda":
                 raise ValueError(f"cache_budget='auto' sizes the cache from free GPU memory: it needs a "
                                  f"CUDA device, got device={self.device}")
-            free, total = torch.cuda.mem_get_info(self.device)
-            # reserve: the model, optimiser and a few batches in flight
+            # what the process may still use (within set_per_process_memory_fraction), less a
+            # reserve for the model, optimiser and a few batches in flight
+            free, total = device_free_bytes(self.device), device_total_bytes(self.device)
             return max(0, free - max(4 << 30, total // 10))
         if isinstance(budget, str):
             raise ValueError(f"cache_budget must be an int number of bytes or 'auto', got {budget!r}")
