@@ -1,6 +1,6 @@
 """CUDA graphs captured through the driver, not through ``torch.cuda.graph``.
 
-The loader's producer thread captures while the user's thread trains. torch's
+The loader captures while the user's threads may use the GPU. torch's
 capture entry point puts torch's default CUDA generator into capture state for
 every thread (a dropout drawn meanwhile fails: "Offset increment outside graph
 capture"), and synchronizes the whole device and empties the allocator's

@@ -66,9 +66,10 @@ def _work_device(device: torch.device, pin: bool, work) -> torch.device:
     return device
 
 
-def _empty(shape, dtype, device: torch.device, pin: bool) -> torch.Tensor:
-    if pin:
-        return pinned_empty(shape, dtype, _cuda_of(device, device))
+def _empty(shape, dtype, device: torch.device, pin_for: torch.device | None) -> torch.Tensor:
+    """An output array on ``device``, or pinned for GPU ``pin_for``."""
+    if pin_for is not None:
+        return pinned_empty(shape, dtype, pin_for)
     return torch.empty(shape, dtype=dtype, device=device)
 
 
@@ -173,20 +174,27 @@ class CSCGraph:
         index_dtype = _index_dtype(num_nodes)
         _check_fits(device, pin, "the CSC graph", (num_nodes + 1) * 8 + num_edges * (
             index_dtype.itemsize + (8 if keep_edge_perm else 0)))
-        indices = _empty((num_edges,), index_dtype, device, pin)
-        perm = _empty((num_edges,), torch.int64, device, pin) if keep_edge_perm else None
+        pin_for = _cuda_of(device, work) if pin else None
+        indices = _empty((num_edges,), index_dtype, device, pin_for)
+        perm = _empty((num_edges,), torch.int64, device, pin_for) if keep_edge_perm else None
         # about 100 bytes of temporaries an edge of a chunk: its ids, the sort, positions
         chunks = list(_chunks(num_edges, chunk_edges or chunk_items(work, 100, num_edges)))
+        kept = {}  # a graph of one chunk: moved to ``work`` once, for both passes
 
         def chunk(lo, hi):
+            if lo in kept:
+                return kept.pop(lo)
             part = edge_index[:, lo:hi].to(work)
-            check_ids_in_range(part, num_nodes, "edge_index")
             return part[0], part[1].to(torch.int64)
 
         counts = torch.zeros(num_nodes, dtype=torch.int64, device=work)
         grouped, last = True, None  # whether already grouped by target (CSC order): no sort
         for lo, hi in chunks:
-            _, dst = chunk(lo, hi)
+            src, dst = chunk(lo, hi)
+            check_ids_in_range(src, num_nodes, "edge_index")
+            check_ids_in_range(dst, num_nodes, "edge_index")
+            if len(chunks) == 1:
+                kept[lo] = src, dst
             counts.index_add_(0, dst, torch.ones_like(dst))
             grouped = grouped and bool((dst[1:] >= dst[:-1]).all()) and (last is None or int(dst[0]) >= last)
             last = int(dst[-1])
@@ -194,14 +202,14 @@ class CSCGraph:
         torch.cumsum(counts, 0, out=indptr[1:])
         cursor = indptr[:-1].clone()  # where each target's next edge goes
         del counts
+        if grouped:
+            # a copy in the graph's index dtype: never a view of the caller's edge_index
+            indices.copy_(edge_index[0])
+            if perm is not None:
+                torch.arange(num_edges, out=perm)
+            chunks = []
         for lo, hi in chunks:
             src, dst = chunk(lo, hi)
-            if grouped:
-                # a copy in the graph's index dtype: never a view of the caller's edge_index
-                indices[lo:hi].copy_(src)
-                if perm is not None:
-                    perm[lo:hi].copy_(torch.arange(lo, hi, device=work))
-                continue
             order = torch.argsort(dst, stable=True)  # stable: parallel edges keep their order
             dst = dst[order]
             rank = torch.arange(dst.numel(), device=work)
@@ -215,7 +223,7 @@ class CSCGraph:
             if perm is not None:
                 perm[pos] = (order + lo).to(device)
             del order, dst, rank, first, pos
-        indptr = indptr.to(device) if not pin else pinned_copy(indptr, work)
+        indptr = indptr.to(device) if pin_for is None else pinned_copy(indptr, pin_for)
         return cls(indptr, indices, perm, validate=False)
 
     @classmethod
@@ -291,8 +299,9 @@ class CSCGraph:
         torch.cumsum(degree, 0, out=indptr[1:])
         old_start = self.indptr[order]
         del degree
-        indices = _empty((num_edges,), self.indices.dtype, device, pin)
-        edge_perm = _empty((num_edges,), torch.int64, device, pin) if keep_edge_perm else None
+        pin_for = _cuda_of(device, work) if pin else None
+        indices = _empty((num_edges,), self.indices.dtype, device, pin_for)
+        edge_perm = _empty((num_edges,), torch.int64, device, pin_for) if keep_edge_perm else None
         # about 50 bytes of temporaries an edge of a chunk: positions, rows, old positions, ids
         for lo, hi in _chunks(num_edges, chunk_edges or chunk_items(work, 50, num_edges)):
             pos = torch.arange(lo, hi, device=work)
@@ -302,7 +311,7 @@ class CSCGraph:
             indices[lo:hi].copy_(new_id[self.indices[old_pos].to(torch.int64)])
             if edge_perm is not None:
                 edge_perm[lo:hi].copy_(old_pos if self.edge_perm is None else self.edge_perm[old_pos])
-        indptr = indptr.to(device) if not pin else pinned_copy(indptr, _cuda_of(device, work))
+        indptr = indptr.to(device) if pin_for is None else pinned_copy(indptr, pin_for)
         return CSCGraph(indptr, indices, edge_perm, validate=False)
 
     def row_prefix(self, num_rows: int, device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -276,14 +276,16 @@ def as_pinned(tensor: torch.Tensor, device) -> torch.Tensor:
     registered in place (``cudaHostRegister``: no second copy of a 57 GB
     table; its values untouched, unregistered with the last tensor handed
     out over it); else, or where registering fails, a ``pinned_copy``."""
-    if tensor.device.type == "cpu" and tensor.is_contiguous() and tensor.numel():
-        ptr, nbytes = tensor.data_ptr(), tensor.numel() * tensor.element_size()
-        with _deferred_lock:
-            for region in _in_place:
-                if region.covers(ptr, nbytes):
-                    return region.hand_out(tensor)
-            if tensor.is_pinned():  # torch's pinned memory, or registered by the caller
-                return tensor
+    if tensor.device.type != "cpu" or not tensor.is_contiguous():
+        return pinned_copy(tensor, device)  # exact bytes, not torch's power-of-two blocks
+    ptr, nbytes = tensor.data_ptr(), tensor.numel() * tensor.element_size()
+    with _deferred_lock:
+        for region in _in_place:
+            if nbytes and region.covers(ptr, nbytes):
+                return region.hand_out(tensor)
+        if tensor.is_pinned():  # torch's pinned memory, or registered by the caller
+            return tensor
+        if nbytes:
             try:
                 region = _InPlace(ptr, nbytes, torch.device(device))
             except RuntimeError as error:
@@ -292,9 +294,7 @@ def as_pinned(tensor: torch.Tensor, device) -> torch.Tensor:
             else:
                 _in_place.append(region)
                 return region.hand_out(tensor)
-    elif tensor.device.type == "cpu" and tensor.is_pinned() and tensor.is_contiguous():
-        return tensor
-    return pinned_copy(tensor, device)  # exact bytes, not torch's power-of-two blocks
+    return pinned_copy(tensor, device)
 
 
 def _map(path: str, shape, dtype: torch.dtype, create: bool, pin_device: torch.device | None) -> torch.Tensor:

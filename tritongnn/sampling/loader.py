@@ -53,10 +53,10 @@ from ..cuda_graph import CaptureAbandoned, CaptureRequest, captures_on, relax_th
 from ..graph import CSCGraph
 from ..host_memory import HostGroup, SharedHostArrays, as_pinned, pinned_empty
 from ..kernels import gather_rows
-from ..memory import device_free_bytes, device_total_bytes
 from ..kernels._launch import new_stream, use_triton
 from ..kernels.aggregate import mark_sorted_by_dst
 from ..kernels.sample import METHODS as SAMPLE_METHODS
+from ..memory import device_free_bytes, device_total_bytes
 from . import pipeline
 from .sampler import NeighborSampler, check_num_neighbors, edge_index_of, joined
 from .shard import SeedShards, resolve_ranks
