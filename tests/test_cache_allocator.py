@@ -241,3 +241,30 @@ def test_plan_on_the_gpu_equals_the_plan_on_the_cpu(budget):
         assert (cpu.num_feature, cpu.num_adjacency, cpu.adjacency_bytes) == \
             (gpu.num_feature, gpu.num_adjacency, gpu.adjacency_bytes)
         assert cpu.feature_hit_rate == pytest.approx(gpu.feature_hit_rate)
+
+
+def test_a_plan_that_does_not_fit_the_gpu_is_made_on_the_cpu(monkeypatch):
+    # GPU memory faked (CPU): 10^6 nodes need 2 x 200 MB left on the GPU to be planned there
+    monkeypatch.setattr(allocator, "device_free_bytes", lambda device: 4 * 10**8)
+    cuda = torch.device("cuda", 0)
+    assert allocator.planning_device(cuda, 10**6) == cuda
+    assert allocator.planning_device(cuda, 10**6 + 1) == torch.device("cpu")
+    assert allocator.planning_device(torch.device("cpu"), 10**12) == torch.device("cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_planner_stays_within_its_bytes_a_node():
+    # what planning allocates on the GPU, at its peak, is within PLAN_BYTES_PER_NODE a node
+    n = 4_000_000
+    g = torch.Generator(device="cuda").manual_seed(0)
+    feature = torch.rand(n, device="cuda", generator=g, dtype=torch.float64) ** 4 * 100
+    p = AccessProfile(feature, feature.round().long(), torch.randint(0, 20, (n,), device="cuda", generator=g),
+                      epochs=1, num_batches=1, seconds=0.0)
+    degree = torch.randint(0, 50, (n,), device="cuda", generator=g)
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    plan = plan_cache(p, degree, row_bytes=512, budget=n * 100)
+    assert 0 < plan.num_feature < n
+    assert torch.cuda.max_memory_allocated() - base <= allocator.PLAN_BYTES_PER_NODE * n

@@ -274,6 +274,31 @@ def test_node_attributes_sliced_as_pyg_slices_them(device):
     assert isinstance(data.a, np.ndarray) and data.pos_index.shape == (2, 300)  # untouched
 
 
+@pytest.mark.parametrize("kind", ["numpy", "memmap", "read-only memmap"])
+def test_x_as_a_numpy_array_or_a_memmap(device, kind, tmp_path):
+    # x read where it is (a memmap through the page cache), never written;
+    # with placement="host" on a GPU, pinned in place or copied once
+    import numpy as np
+    data = random_data()
+    values = data.x.numpy().copy()
+    if kind == "numpy":
+        x = values.copy()
+    else:
+        x = np.lib.format.open_memmap(tmp_path / "x.npy", mode="w+", dtype=values.dtype, shape=values.shape)
+        x[:] = values
+        x.flush()
+        if kind == "read-only memmap":
+            x = np.load(tmp_path / "x.npy", mmap_mode="r")
+    data.x = x
+    for placement in ("auto", "host"):
+        loader = NeighborLoader(data, [3, 2], batch_size=64, device=device, placement=placement, seed=1)
+        for batch in loader:
+            assert batch.x.dtype == torch.float32
+            assert torch.equal(batch.x.cpu(), torch.from_numpy(values)[batch.n_id.cpu()])
+        del loader
+    assert type(data.x) is type(x) and np.array_equal(data.x, values)  # untouched
+
+
 def test_bad_data():
     data = random_data()
     with pytest.raises(ValueError, match="data.x has 299 rows"):

@@ -13,7 +13,7 @@ import torch
 
 from ._checks import check_ids_in_range
 from .host_memory import pinned_copy, pinned_empty
-from .memory import chunk_items, device_free_bytes
+from .memory import chunk_items, device_free_bytes, size
 
 _INT32_MAX = 2**31 - 1
 
@@ -80,9 +80,16 @@ def _check_fits(device: torch.device, pin: bool, what: str, nbytes: int) -> None
         return
     free = device_free_bytes(device)
     if nbytes > free:
-        raise ValueError(f"{what} takes {nbytes / 1e9:.2f} GB on {device}, and the process may use "
-                         f"{free / 1e9:.2f} GB more there: keep it in host memory (placement='host'), "
+        raise ValueError(f"{what} takes {size(nbytes)} on {device}, and the process may use "
+                         f"{size(free)} more there: keep it in host memory (placement='host'), "
                          f"or free GPU memory first")
+
+
+def csc_bytes(num_nodes: int, num_edges: int, keep_edge_perm: bool = False) -> int:
+    """Bytes of the CSC graph of ``num_edges`` edges on ``num_nodes`` nodes:
+    its int64 ``indptr``, its ``indices`` (int32 below 2^31 nodes) and,
+    with ``keep_edge_perm``, the int64 ``edge_perm``."""
+    return (num_nodes + 1) * 8 + num_edges * (_index_dtype(num_nodes).itemsize + (8 if keep_edge_perm else 0))
 
 
 class CSCGraph:
@@ -172,8 +179,7 @@ class CSCGraph:
         if not isinstance(num_nodes, int) or isinstance(num_nodes, bool) or num_nodes < 0:
             raise ValueError(f"num_nodes must be a non-negative int, got {num_nodes!r}")
         index_dtype = _index_dtype(num_nodes)
-        _check_fits(device, pin, "the CSC graph", (num_nodes + 1) * 8 + num_edges * (
-            index_dtype.itemsize + (8 if keep_edge_perm else 0)))
+        _check_fits(device, pin, "the CSC graph", csc_bytes(num_nodes, num_edges, keep_edge_perm))
         pin_for = _cuda_of(device, work) if pin else None
         indices = _empty((num_edges,), index_dtype, device, pin_for)
         perm = _empty((num_edges,), torch.int64, device, pin_for) if keep_edge_perm else None

@@ -53,6 +53,8 @@ import weakref
 
 import torch
 
+from .memory import size
+
 SHM_DIR = "/dev/shm"
 _PREFIX = "tritongnn-"
 # cudaHostRegisterPortable | cudaHostRegisterMapped: every CUDA context may
@@ -93,14 +95,6 @@ def memory_usage() -> dict[str, int]:
         out["host_used"] = out["host_total"] - out.pop("_available")
     out.pop("_available", None)
     return out
-
-
-def format_bytes(nbytes: float) -> str:
-    """``nbytes`` in GB, MB or KB, two decimals."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(nbytes) >= scale:
-            return f"{nbytes / scale:.2f} {unit}"
-    return f"{int(nbytes)} B"
 
 
 # Pinned mappings freed while the process captures a CUDA graph (any
@@ -215,7 +209,7 @@ def pinned_empty(shape, dtype: torch.dtype, device=None) -> torch.Tensor:
     try:
         mapping.pin(tensor.data_ptr(), nbytes, device)
     except RuntimeError as error:
-        warnings.warn(f"cudaHostRegister of {format_bytes(nbytes)} failed ({error}); using torch's pinned "
+        warnings.warn(f"cudaHostRegister of {size(nbytes)} failed ({error}); using torch's pinned "
                       f"memory, which rounds the block up to a power of two")
         return torch.empty(shape, dtype=dtype, pin_memory=True)
     return tensor
@@ -289,7 +283,7 @@ def as_pinned(tensor: torch.Tensor, device) -> torch.Tensor:
             try:
                 region = _InPlace(ptr, nbytes, torch.device(device))
             except RuntimeError as error:
-                warnings.warn(f"cudaHostRegister of the caller's {format_bytes(nbytes)} failed ({error}); "
+                warnings.warn(f"cudaHostRegister of the caller's {size(nbytes)} failed ({error}); "
                               f"copying it into pinned memory instead")
             else:
                 _in_place.append(region)
@@ -319,8 +313,8 @@ def _map(path: str, shape, dtype: torch.dtype, create: bool, pin_device: torch.d
             except OSError as error:
                 if error.errno == errno.ENOSPC:
                     free = os.statvfs(os.path.dirname(path))
-                    raise NoRoom(f"{os.path.dirname(path)} has {format_bytes(free.f_bavail * free.f_frsize)} "
-                                 f"free, {os.path.basename(path)} needs {format_bytes(nbytes)}") from error
+                    raise NoRoom(f"{os.path.dirname(path)} has {size(free.f_bavail * free.f_frsize)} "
+                                 f"free, {os.path.basename(path)} needs {size(nbytes)}") from error
                 raise
         elif os.fstat(fd).st_size != nbytes:
             raise ValueError(f"{path} holds {os.fstat(fd).st_size} bytes, expected {nbytes} for "

@@ -49,3 +49,23 @@ def chunk_items(device, bytes_per_item: int, num_items: int) -> int:
     else:
         most = _CPU_ITEMS
     return max(1, min(num_items, max(_MIN_ITEMS, most)))
+
+
+def model_reserve(device, reserve="auto") -> int:
+    """GPU bytes to leave for what the loader does not hold (the model, its
+    optimiser and activations, the batches in flight): ``reserve`` bytes, or
+    for ``"auto"`` the larger of 4 GiB and a tenth of what the process may
+    use on ``device``."""
+    if reserve == "auto":
+        return max(4 << 30, device_total_bytes(device) // 10)
+    if not isinstance(reserve, int) or isinstance(reserve, bool) or reserve < 0:
+        raise ValueError(f"memory_reserve must be an int number of bytes >= 0 or 'auto', got {reserve!r}")
+    return reserve
+
+
+def size(nbytes: float) -> str:
+    """``nbytes`` for a message: ``"1.50 GB"``, ``"12.00 MB"``, ``"512 B"``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(nbytes) >= scale:
+            return f"{nbytes / scale:.2f} {unit}"
+    return f"{int(nbytes)} B"

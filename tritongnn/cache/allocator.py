@@ -59,6 +59,7 @@ from dataclasses import dataclass
 import torch
 
 from .._checks import check_positive_int
+from ..memory import device_free_bytes, size
 from .profile import AccessProfile
 
 
@@ -87,17 +88,23 @@ class CachePlan:
     feature_hit_rate: float
 
     def __str__(self) -> str:
-        return (f"cache plan: budget {_size(self.budget)} -> adjacency of {self.num_adjacency:,} nodes "
-                f"({_size(self.adjacency_bytes)}, expected hit rate {self.adjacency_hit_rate:.3f}), "
-                f"features of {self.num_feature:,} nodes ({_size(self.feature_bytes)}, expected hit "
+        return (f"cache plan: budget {size(self.budget)} -> adjacency of {self.num_adjacency:,} nodes "
+                f"({size(self.adjacency_bytes)}, expected hit rate {self.adjacency_hit_rate:.3f}), "
+                f"features of {self.num_feature:,} nodes ({size(self.feature_bytes)}, expected hit "
                 f"rate {self.feature_hit_rate:.3f})")
 
 
-def _size(nbytes: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.2f} {unit}"
-    return f"{nbytes} B"
+# bytes of temporaries a node the planner holds at its peak: about twenty
+# [N] 8-byte arrays (gains, bytes, orders, their prefix sums) and a sort's
+PLAN_BYTES_PER_NODE = 200
+
+
+def planning_device(device: torch.device, num_nodes: int) -> torch.device:
+    """Where to plan for ``num_nodes``: ``device``, unless it is a GPU with
+    less than twice ``PLAN_BYTES_PER_NODE`` a node left to the process."""
+    if device.type == "cuda" and 2 * PLAN_BYTES_PER_NODE * num_nodes > device_free_bytes(device):
+        return torch.device("cpu")
+    return device
 
 
 def check_budget(budget, name: str = "budget") -> int:
@@ -188,8 +195,10 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
         raise ValueError(f"degree must be [{num_nodes}], got shape {tuple(degree.shape)}")
     for name, value in (("row_bytes", row_bytes), ("index_bytes", index_bytes), ("chunks", chunks)):
         check_positive_int(name, value)
-    # on the profile's device: sorting 10^8 nodes takes a GPU milliseconds, a CPU tens of seconds
-    device = profile.inputs.device
+    # on the profile's GPU where its temporaries fit half the memory left there (sorting 10^8
+    # nodes takes a GPU milliseconds, a CPU tens of seconds), else on the CPU
+    device = planning_device(profile.inputs.device, num_nodes)
+    profile = profile.to(device)
     hot = hot_first_order(profile)  # the feature order, eq. (4)
     degree = degree.to(device)[hot].to(torch.int64)
     # host time (in bytes of rows) each node's cached row / list would have

@@ -29,6 +29,7 @@ per batch when it is in a hop's frontier, i.e. for every node of depth
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
@@ -93,6 +94,11 @@ class AccessProfile:
     @property
     def num_nodes(self) -> int:
         return self.feature.numel()
+
+    def to(self, device) -> "AccessProfile":
+        """The profile with its counts on ``device``."""
+        return dataclasses.replace(self, feature=self.feature.to(device), inputs=self.inputs.to(device),
+                                   adjacency=self.adjacency.to(device))
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the profile (tensors on the CPU) so a later run can skip profiling."""

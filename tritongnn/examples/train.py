@@ -40,7 +40,8 @@ from torch_geometric.nn import GraphSAGE
 
 from tritongnn import NeighborLoader
 from tritongnn.datasets import chung_lu, cora
-from tritongnn.host_memory import format_bytes, memory_usage
+from tritongnn.host_memory import memory_usage
+from tritongnn.memory import size
 
 
 def progress(iterable, total: int, prefix: str, stream=None):
@@ -139,14 +140,14 @@ def report_host_memory(loaders) -> list[dict]:
         return ranks
     sharing = (f"one copy per host, shared by {usage['shared_by_ranks']} ranks" if usage["shared_by_ranks"] > 1
                else "a copy per rank")
-    say(f"      host memory: the loaders' host arrays {format_bytes(usage['host_array_bytes'])} ({sharing})")
+    say(f"      host memory: the loaders' host arrays {size(usage['host_array_bytes'])} ({sharing})")
     for rank, u in enumerate(ranks):
-        say(f"      rank {rank}: rss {format_bytes(u['rss'])} = private {format_bytes(u['rss'] - u['rss_shmem'])}"
-            f" + shared {format_bytes(u['rss_shmem'])}")
+        say(f"      rank {rank}: rss {size(u['rss'])} = private {size(u['rss'] - u['rss_shmem'])}"
+            f" + shared {size(u['rss_shmem'])}")
     private = sum(u["rss"] - u["rss_shmem"] for u in ranks)
-    say(f"      host: shared memory (Shmem) {format_bytes(usage['host_shmem'])}, used (MemTotal - MemAvailable) "
-        f"{format_bytes(usage['host_used'])}; ranks' private memory + Shmem: "
-        f"{format_bytes(private + usage['host_shmem'])}")
+    say(f"      host: shared memory (Shmem) {size(usage['host_shmem'])}, used (MemTotal - MemAvailable) "
+        f"{size(usage['host_used'])}; ranks' private memory + Shmem: "
+        f"{size(private + usage['host_shmem'])}")
     return ranks
 
 

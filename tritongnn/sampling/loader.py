@@ -31,6 +31,7 @@ import contextlib
 import dataclasses
 import enum
 import itertools
+import logging
 import numbers
 import os
 import queue
@@ -50,14 +51,15 @@ from ..cache.profile import AccessProfile, profile_accesses
 from ..cache.reorder import MatchReorder, check_group
 from ..cache.reuse import BatchReuse, GroupReuse
 from ..cuda_graph import CaptureAbandoned, CaptureRequest, captures_on, relax_thread
-from ..graph import CSCGraph
+from ..graph import CSCGraph, csc_bytes
 from ..host_memory import HostGroup, SharedHostArrays, as_pinned, pinned_empty
 from ..kernels import gather_rows
 from ..kernels._launch import new_stream, use_triton
 from ..kernels.aggregate import mark_sorted_by_dst
 from ..kernels.sample import METHODS as SAMPLE_METHODS
-from ..memory import device_free_bytes, device_total_bytes
+from ..memory import device_free_bytes, model_reserve
 from . import pipeline
+from .placement import PLACEMENTS, choose_placement
 from .sampler import NeighborSampler, check_num_neighbors, edge_index_of, joined
 from .shard import SeedShards, resolve_ranks
 from .timing import StageTimes
@@ -88,8 +90,59 @@ _NO_EFFECT = ("num_workers", "pin_memory", "persistent_workers", "prefetch_facto
               "timeout", "worker_init_fn", "multiprocessing_context", "pin_memory_device",
               "in_order")
 _FEATURE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # stores narrower than data.x's
-_PLACEMENTS = ("device", "host")
 _CACHE_POLICIES = ("profile", "degree")
+
+
+_log = logging.getLogger("tritongnn")
+
+
+def _sliced_attributes(data: Data):
+    """``(key, value, is_node)`` of the attributes batches slice by ``n_id``
+    (node) or ``e_id`` (edge), ``x`` and ``edge_index`` aside."""
+    for key, value in data.items():
+        if key in ("x", "edge_index", "num_nodes") or not isinstance(value, (torch.Tensor, np.ndarray)):
+            continue
+        if data.is_node_attr(key) or data.is_edge_attr(key):
+            yield key, value, data.is_node_attr(key)
+
+
+def _nbytes(value) -> int:
+    return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else int(value.nbytes)
+
+
+def _feature_bytes(x, feature_dtype) -> int:
+    """Bytes of ``x`` as the loader stores it (in ``feature_dtype``)."""
+    if x is None or not hasattr(x, "shape"):
+        return 0
+    if not isinstance(feature_dtype, torch.dtype):  # None, or refused by name later
+        return _nbytes(x)
+    return int(np.prod(x.shape)) * feature_dtype.itemsize
+
+
+def _attribute_bytes(data: Data) -> int:
+    return sum(_nbytes(value) for _, value, _ in _sliced_attributes(data))
+
+
+def _has_edge_attrs(data: Data) -> bool:
+    return any(not is_node for _, _, is_node in _sliced_attributes(data))
+
+
+def _num_edges(data: Data) -> int:
+    edge_index = data.edge_index
+    return edge_index.shape[-1] if hasattr(edge_index, "shape") and len(edge_index.shape) == 2 else 0
+
+
+def _as_tensor(value, name: str) -> torch.Tensor:
+    """A numpy array (an ``np.memmap`` too) as a torch tensor over the same
+    memory, never written (a read-only one too); a tensor as it is."""
+    if not isinstance(value, np.ndarray):
+        return value
+    try:
+        with warnings.catch_warnings():  # a read-only array: the loader only reads it
+            warnings.filterwarnings("ignore", message=".*not writable.*")
+            return torch.from_numpy(value)
+    except TypeError as error:
+        raise TypeError(f"{name} is a numpy array of dtype {value.dtype}, which has no torch dtype") from error
 
 
 def _check_kwargs(kwargs: dict) -> None:
@@ -150,10 +203,21 @@ class NeighborLoader:
         drop_last: drop the last incomplete batch.
         transform: called on every batch, as in PyG.
         device: where sampling runs and batches live (default: CUDA if present).
-        placement: ``"device"``: topology and features copied to GPU memory;
-            ``"host"``: kept in pinned host memory and read by the kernels
-            through UVA (graphs larger than the GPU). On a CPU device both
-            are host memory.
+        placement: ``"auto"`` (default): ``"device"`` where the graph and
+            the features fit the GPU memory the process may still use with
+            ``memory_reserve`` to spare, else ``"host"`` with
+            ``cache_budget="auto"`` (``loader.placement_reason`` says which
+            and why, also logged at INFO to the ``tritongnn`` logger);
+            ``"device"``: topology and features copied to GPU memory (a
+            ValueError naming the sizes where they cannot fit); ``"host"``:
+            kept in pinned host memory and read by the kernels through UVA
+            (graphs larger than the GPU; a CPU ``x`` is pinned in place, not
+            copied). On a CPU device both are host memory.
+        memory_reserve: GPU bytes the loader leaves to the model, its
+            optimiser, activations and the batches in flight when it sizes
+            ``placement="auto"`` and ``cache_budget="auto"``; ``"auto"``:
+            the larger of 4 GiB and a tenth of what the process may use
+            (the card, or ``torch.cuda.set_per_process_memory_fraction``).
         generator: a CPU ``torch.Generator`` for shuffling and sampling;
             default one seeded from ``seed``, or from torch's global RNG.
             With several ranks it draws the samples only.
@@ -188,8 +252,9 @@ class NeighborLoader:
         cache_budget: with ``placement="host"``, GPU bytes for the dual
             cache (``tritongnn.cache``): the hottest neighbour lists and
             feature rows, found by profiling, are kept in GPU memory, the
-            rest read through UVA. An int, or ``"auto"``: free GPU memory
-            minus a reserve for the model and the batches. None: no cache.
+            rest read through UVA. An int, or ``"auto"``: the GPU memory
+            the process may still use minus ``memory_reserve``. None: no
+            cache (unless ``placement="auto"`` chose host memory).
         cache_profile: the access profile the cache is planned from: None
             (profile now), an ``AccessProfile``, or a file path (loaded when
             it exists, else profiled and saved there; with several ranks,
@@ -304,14 +369,15 @@ class NeighborLoader:
 
     def __init__(self, data, num_neighbors, input_nodes=None, input_time=None,
                  replace: bool = False, *, batch_size: int = 1, shuffle: bool = False,
-                 drop_last: bool = False, transform=None, device=None, placement: str = "device",
+                 drop_last: bool = False, transform=None, device=None, placement: str = "auto",
                  generator: torch.Generator | None = None, seed: int | None = None,
                  prefetch: int = 2, cache_budget=None, cache_profile=None, profile_epochs: int = 3,
                  cache_policy: str = "profile", dynamic_cache=None, warm_budget: int | None = None,
                  reuse: bool | str = False,
                  reorder_group: int = 1, sample_kernel: str = "auto", super_batch: int = 1,
                  feature_dtype: torch.dtype | None = None, rank: int | None = None,
-                 world_size: int | None = None, share_host_memory: bool = True, **kwargs):
+                 world_size: int | None = None, share_host_memory: bool = True, memory_reserve="auto",
+                 **kwargs):
         _check_kwargs(dict(kwargs, input_time=input_time))
         if isinstance(data, tuple):
             raise NotImplementedError("data as a (FeatureStore, GraphStore) pair is not supported yet")
@@ -325,8 +391,8 @@ class NeighborLoader:
         check_positive_int("super_batch", super_batch)
         if sample_kernel not in SAMPLE_METHODS:
             raise ValueError(f"sample_kernel must be one of {SAMPLE_METHODS}, got {sample_kernel!r}")
-        if placement not in _PLACEMENTS:
-            raise ValueError(f"placement must be one of {_PLACEMENTS}, got {placement!r}")
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
         if not isinstance(prefetch, int) or prefetch < 0:
             raise ValueError(f"prefetch must be an int >= 0, got {prefetch!r}")
         if generator is not None and not isinstance(generator, torch.Generator):
@@ -342,6 +408,15 @@ class NeighborLoader:
                                    ("cuda" if torch.cuda.is_available() else "cpu"))
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
+        self.memory_reserve = memory_reserve
+        model_reserve(self.device, memory_reserve) if self.device.type == "cuda" else None  # checked early
+        chosen = choose_placement(
+            placement, self.device, csc_bytes(data.num_nodes, _num_edges(data), _has_edge_attrs(data)),
+            _feature_bytes(data.x, feature_dtype), _attribute_bytes(data),
+            cache_budget=cache_budget, host_only=cache_budget is not None or bool(reuse) or bool(warm_budget),
+            reserve=memory_reserve)
+        placement, cache_budget, self.placement_reason = chosen.placement, chosen.cache_budget, chosen.reason
+        _log.info("tritongnn.NeighborLoader: %s", self.placement_reason)
         if cache_budget is not None and placement != "host":
             raise ValueError(f"cache_budget={cache_budget!r} caches a graph kept in host memory: "
                              f"pass placement='host' with it (placement='device' holds it all on the GPU)")
@@ -399,7 +474,7 @@ class NeighborLoader:
             generator = torch.Generator().manual_seed(seed)
         self.generator = generator
 
-        self._split_attributes(data, num_nodes)
+        features = self._split_attributes(data, num_nodes)
         edge_index, keep_edge_perm = data.edge_index, bool(self._edge_attrs)
 
         def build_graph() -> CSCGraph:
@@ -409,15 +484,15 @@ class NeighborLoader:
             return CSCGraph.from_edge_index(edge_index, num_nodes, keep_edge_perm=keep_edge_perm,
                                             device="cpu" if host else self.device, work=self.device, pin=host)
 
-        self._x_dtype = None if data.x is None else data.x.dtype  # what batches' x come out in
+        self._x_dtype = None if features is None else features.dtype  # what batches' x come out in
         # ranks sharing one host copy: a collective, so every rank of the group takes part
         host_group = self._host_group(share_host_memory)
         # With one host copy, features to store in feature_dtype are converted
         # where their values are needed (the leader's build of the copy; a
         # rank that builds a tier of its own), not by every rank up front:
         # until then x is a meta tensor of their shape and dtype.
-        self._feature_source = (data.x, feature_dtype)
-        x = self._stored_features(data.x, feature_dtype, defer=host_group is not None)
+        self._feature_source = (features, feature_dtype)
+        x = self._stored_features(features, feature_dtype, defer=host_group is not None)
         self._fingerprint = (num_nodes, edge_index.size(1), keep_edge_perm,
                              None if x is None else (tuple(x.shape), str(x.dtype)))
         self._host_ranks = 1
@@ -679,8 +754,7 @@ class NeighborLoader:
                                  f"CUDA device, got device={self.device}")
             # what the process may still use (within set_per_process_memory_fraction), less a
             # reserve for the model, optimiser and a few batches in flight
-            free, total = device_free_bytes(self.device), device_total_bytes(self.device)
-            return max(0, free - max(4 << 30, total // 10))
+            return max(0, device_free_bytes(self.device) - model_reserve(self.device, self.memory_reserve))
         if isinstance(budget, str):
             raise ValueError(f"cache_budget must be an int number of bytes or 'auto', got {budget!r}")
         budget = check_budget(budget, "cache_budget")
@@ -737,12 +811,15 @@ class NeighborLoader:
         arrays = [self.graph.indptr, self.graph.indices, self.graph.edge_perm, self.x]
         return [t for t in arrays if t is not None and t.device.type == "cpu"]
 
-    def _split_attributes(self, data: Data, num_nodes: int) -> None:
-        # Node attributes are sliced by n_id, edge attributes by e_id, the rest
-        # copied, as PyG's filter_data does.
+    def _split_attributes(self, data: Data, num_nodes: int) -> torch.Tensor | None:
+        """Node attributes to slice by ``n_id``, edge attributes by ``e_id``,
+        the rest copied, as PyG's ``filter_data`` does; numpy arrays read as
+        torch tensors over the same memory (``np.memmap`` too). Returns
+        ``data.x`` so, checked."""
         self._node_attrs, self._edge_attrs, self._graph_attrs = {}, {}, {}
         # PyG's batch carries num_nodes when the data stores it explicitly
         self._set_num_nodes = "num_nodes" in data.keys()
+        sliced = {key: is_node for key, _, is_node in _sliced_attributes(data)}
         for key, value in data.items():
             if key in ("x", "edge_index", "num_nodes"):
                 continue
@@ -751,30 +828,26 @@ class NeighborLoader:
                 # PyG would copy such a y whole as a graph attribute: node
                 # labels with the wrong row count are a bug, say so
                 raise ValueError(f"data.y has {value.size(0)} rows, expected num_nodes={num_nodes}")
-            # sliced along PyG's cat dim (-1 for keys with "index" in them),
-            # numpy arrays too (as torch tensors, as PyG's batches hold them)
-            if isinstance(value, (torch.Tensor, np.ndarray)) and (data.is_node_attr(key) or data.is_edge_attr(key)):
-                attrs = self._node_attrs if data.is_node_attr(key) else self._edge_attrs
-                dim = data.__cat_dim__(key, value)
-                if not isinstance(dim, int):
-                    raise NotImplementedError(f"data.{key}: an attribute sliced along two dims ({dim}) is "
-                                              f"not supported yet")
-                if isinstance(value, np.ndarray):
-                    try:
-                        value = torch.from_numpy(value)
-                    except TypeError as error:
-                        raise TypeError(f"data.{key} is a numpy array of dtype {value.dtype}, which has no "
-                                        f"torch dtype to slice it as") from error
-                attrs[key] = (value.to(self.device), dim)
-            else:
+            if key not in sliced:
                 self._graph_attrs[key] = value
+                continue
+            # sliced along PyG's cat dim (-1 for keys with "index" in them)
+            dim = data.__cat_dim__(key, value)
+            if not isinstance(dim, int):
+                raise NotImplementedError(f"data.{key}: an attribute sliced along two dims ({dim}) is "
+                                          f"not supported yet")
+            attrs = self._node_attrs if sliced[key] else self._edge_attrs
+            attrs[key] = (_as_tensor(value, f"data.{key}").to(self.device), dim)
         x = data.x
         if x is not None:
+            if isinstance(x, np.ndarray):
+                x = _as_tensor(x, "data.x")
             if not isinstance(x, torch.Tensor) or x.dim() != 2:
-                raise ValueError(f"data.x must be a 2-D tensor [num_nodes, num_features], got "
+                raise ValueError(f"data.x must be a 2-D tensor or numpy array [num_nodes, num_features], got "
                                  f"{type(x).__name__} of shape {tuple(getattr(x, 'shape', ()))}")
             if x.size(0) != num_nodes:
                 raise ValueError(f"data.x has {x.size(0)} rows, expected num_nodes={num_nodes}")
+        return x
 
     def _real(self, x: torch.Tensor | None) -> torch.Tensor | None:
         """``x`` with values: a deferred (meta) store converted now."""

@@ -1,0 +1,124 @@
+"""GraphSAGE on an ogbn-papers100M-sized graph with the loader's defaults,
+under a GPU memory cap: one row per process.
+
+The graph (``tritongnn.datasets.chung_lu``): 111,059,956 nodes,
+1,615,685,872 directed edges, 172 classes, 1,207,179 training seeds, made
+on the GPU and handed over as PyG's datasets hand it: ``edge_index`` int64
+in the order drawn (not sorted) on the CPU, ``x`` a plain (unpinned) CPU
+float32 tensor of 128 columns (57 GB). Then the process is capped with
+``torch.cuda.set_per_process_memory_fraction`` (``--cap-gb``; 0: the whole
+card), and ``tritongnn.NeighborLoader(data, fanouts, batch_size=...,
+input_nodes=data.train_mask, shuffle=True)`` is built with nothing else
+(the defaults choose placement and cache), and PyG's ``GraphSAGE``
+(hidden 128, dropout 0.5, Adam) trains through it: one warm-up epoch,
+then ``--epochs`` timed. Printed and appended to ``--out``: build seconds,
+seconds to the first batch, s/epoch, the GPU peak
+(``torch.cuda.max_memory_reserved``, from the build on), the host peak
+(``VmHWM``), and what the loader chose.
+
+    python bench/bench_papers100m.py --cap-gb 24 --out bench/results/papers100m.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _record import append_record, new_record  # noqa: E402
+
+from tritongnn import NeighborLoader  # noqa: E402
+from tritongnn.datasets import chung_lu, class_features  # noqa: E402
+
+
+def host_peak_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def make_data(args, device):
+    """The graph as PyG gives it: int64 ``edge_index`` in drawn order and a
+    plain float32 ``x``, both on the CPU."""
+    start = time.perf_counter()
+    data = chung_lu(args.nodes, args.edges, num_classes=args.classes, num_features=1,
+                    train_fraction=args.train / args.nodes, val_fraction=0.0, test_fraction=0.0,
+                    seed=args.seed, device=device)
+    edge_index = data.edge_index.cpu()
+    y, train_mask = data.y, data.train_mask.cpu()
+    del data
+    x = torch.empty((args.nodes, args.features), dtype=torch.float32)  # unpinned, as a dataset's
+    class_features(y, args.classes, args.features, seed=args.seed + 1, out=x)
+    data_y = y.cpu()
+    del y
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    from torch_geometric.data import Data
+    data = Data(x=x, edge_index=edge_index, y=data_y, train_mask=train_mask, num_nodes=args.nodes)
+    return data, time.perf_counter() - start
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cap-gb", type=float, default=0.0, help="GPU memory the process may use (0: the card)")
+    p.add_argument("--nodes", type=int, default=111_059_956)
+    p.add_argument("--edges", type=int, default=1_615_685_872)
+    p.add_argument("--features", type=int, default=128)
+    p.add_argument("--classes", type=int, default=172)
+    p.add_argument("--train", type=int, default=1_207_179)
+    p.add_argument("--batch-size", type=int, default=8000)
+    p.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="JSON lines file to append the row to")
+    p.add_argument("--commit", default=None)
+    args = p.parse_args()
+    device = torch.device("cuda", torch.cuda.current_device())
+    data, made = make_data(args, device)
+    total = torch.cuda.get_device_properties(device).total_memory
+    if args.cap_gb:
+        torch.cuda.set_per_process_memory_fraction(min(1.0, args.cap_gb * 2**30 / total), device)
+    torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    loader = NeighborLoader(data, args.fanouts, batch_size=args.batch_size, input_nodes=data.train_mask,
+                            shuffle=True, seed=args.seed)
+    build = time.perf_counter() - start
+    from torch_geometric.nn import GraphSAGE
+    model = GraphSAGE(args.features, 128, len(args.fanouts), args.classes, dropout=0.5).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
+    first, epochs = None, []
+    for epoch in range(args.epochs + 1):
+        torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        for batch in loader:
+            if first is None:
+                first = time.perf_counter() - start
+            out = model(batch.x, batch.edge_index)[:batch.batch_size]
+            loss = F.cross_entropy(out, batch.y[:batch.batch_size])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        torch.cuda.synchronize(device)
+        epochs.append(time.perf_counter() - t0)
+    row = dict(cap_gb=args.cap_gb or round(total / 2**30, 1), batch_size=args.batch_size, fanouts=args.fanouts,
+               make_s=round(made, 1), build_s=round(build, 1), first_batch_s=round(first, 1),
+               epoch_s=round(sum(epochs[1:]) / args.epochs, 3), epochs_s=[round(e, 3) for e in epochs],
+               gpu_peak_gb=round(torch.cuda.max_memory_reserved(device) / 2**30, 2),
+               host_peak_gb=round(host_peak_bytes() / 2**30, 2), chose=loader.placement_reason,
+               cache=str(loader.cache.plan) if loader.cache is not None else None,
+               loss=round(float(loss), 3))
+    print(json.dumps(row), flush=True)
+    append_record(args.out, new_record("papers100m", device, commit=args.commit, nodes=args.nodes,
+                                       edges=args.edges, features=args.features, row=row))
+
+
+if __name__ == "__main__":
+    main()
