@@ -64,7 +64,9 @@ def test_reuse_survives_a_loop_that_modifies_x():
 def test_reuse_arguments():
     data = skewed_data()
     with pytest.raises(ValueError, match="placement='host'"):
-        NeighborLoader(data, [2], batch_size=8, reuse=True)
+        NeighborLoader(data, [2], batch_size=8, placement="device", reuse=True)
+    # the default placement ("auto") takes host memory for it
+    assert NeighborLoader(data, [2], batch_size=8, reuse=True).placement == "host"
     with pytest.raises(TypeError, match="reuse must be a bool or 'group'"):
         NeighborLoader(data, [2], batch_size=8, placement="host", reuse="yes")
     with pytest.raises(ValueError, match="super_batch > 1 or reorder_group > 1"):
