@@ -4,6 +4,7 @@ import types
 
 import pytest
 import torch
+from torch_geometric.data import Data
 
 from tritongnn import memory
 from tritongnn.memory import model_reserve
@@ -66,6 +67,9 @@ def test_device_placement_that_cannot_fit_names_the_sizes(monkeypatch):
 
 @pytest.mark.parametrize("reserve", [-1, 1.5, "lots", True])
 def test_a_bad_memory_reserve_is_refused_by_name(monkeypatch, reserve):
+    with pytest.raises(ValueError, match="memory_reserve must be"):
+        NeighborLoader(Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2), [2], device="cpu",
+                       memory_reserve=reserve)
     fake_capped_card(monkeypatch)
     with pytest.raises(ValueError, match="memory_reserve must be"):
         model_reserve(torch.device("cuda", 0), reserve)

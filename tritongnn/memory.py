@@ -56,9 +56,14 @@ def model_reserve(device, reserve="auto") -> int:
     optimiser and activations, the batches in flight): ``reserve`` bytes, or
     for ``"auto"`` the larger of 4 GiB and a tenth of what the process may
     use on ``device``."""
-    if reserve == "auto":
+    if check_reserve(reserve) == "auto":
         return max(4 << 30, device_total_bytes(device) // 10)
-    if not isinstance(reserve, int) or isinstance(reserve, bool) or reserve < 0:
+    return reserve
+
+
+def check_reserve(reserve):
+    """``reserve`` (``memory_reserve``) if an int >= 0 or ``"auto"``, else ValueError."""
+    if reserve != "auto" and (not isinstance(reserve, int) or isinstance(reserve, bool) or reserve < 0):
         raise ValueError(f"memory_reserve must be an int number of bytes >= 0 or 'auto', got {reserve!r}")
     return reserve
 

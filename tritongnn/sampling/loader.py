@@ -57,7 +57,7 @@ from ..kernels import gather_rows
 from ..kernels._launch import new_stream, use_triton
 from ..kernels.aggregate import mark_sorted_by_dst
 from ..kernels.sample import METHODS as SAMPLE_METHODS
-from ..memory import device_free_bytes, model_reserve
+from ..memory import check_reserve, device_free_bytes, model_reserve
 from . import pipeline
 from .placement import PLACEMENTS, choose_placement
 from .sampler import NeighborSampler, check_num_neighbors, edge_index_of, joined
@@ -408,8 +408,7 @@ class NeighborLoader:
                                    ("cuda" if torch.cuda.is_available() else "cpu"))
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
-        self.memory_reserve = memory_reserve
-        model_reserve(self.device, memory_reserve) if self.device.type == "cuda" else None  # checked early
+        self.memory_reserve = check_reserve(memory_reserve)
         chosen = choose_placement(
             placement, self.device, csc_bytes(data.num_nodes, _num_edges(data), _has_edge_attrs(data)),
             _feature_bytes(data.x, feature_dtype), _attribute_bytes(data),
