@@ -205,7 +205,7 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     # saved when profiled; a list's sectors charged per access (PICK_COST)
     row_gain = profile.inputs[hot].double() * _sectors(row_bytes)
     pick_cost = _sectors(row_bytes) if PICK_COST is None else PICK_COST
-    list_gain = profile.adjacency.to(device)[hot].double() * \
+    list_gain = profile.adjacency[hot].double() * \
         list_read_bytes(degree, profile.num_neighbors, index_bytes, indptr_bytes, pick_cost)
     list_bytes = degree * index_bytes + indptr_bytes
     list_utility = list_gain / list_bytes.double()
@@ -244,7 +244,7 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     return CachePlan(order=order.cpu(), num_adjacency=num_adjacency, num_feature=num_feature,
                      adjacency_bytes=int(cum_lists[num_adjacency]),
                      feature_bytes=num_feature * row_bytes, budget=budget - dynamic_bytes,
-                     adjacency_hit_rate=_shares(profile.adjacency.to(device)[order], num_adjacency),
+                     adjacency_hit_rate=_shares(profile.adjacency[order], num_adjacency),
                      feature_hit_rate=_shares(profile.inputs[order], num_feature))
 
 

@@ -837,10 +837,8 @@ class NeighborLoader:
                                           f"not supported yet")
             attrs = self._node_attrs if sliced[key] else self._edge_attrs
             attrs[key] = (_as_tensor(value, f"data.{key}").to(self.device), dim)
-        x = data.x
+        x = _as_tensor(data.x, "data.x")
         if x is not None:
-            if isinstance(x, np.ndarray):
-                x = _as_tensor(x, "data.x")
             if not isinstance(x, torch.Tensor) or x.dim() != 2:
                 raise ValueError(f"data.x must be a 2-D tensor or numpy array [num_nodes, num_features], got "
                                  f"{type(x).__name__} of shape {tuple(getattr(x, 'shape', ()))}")
