@@ -16,7 +16,12 @@ seconds to the first batch, s/epoch, the GPU peak
 (``torch.cuda.max_memory_reserved``, from the build on), the host peak
 (``VmHWM``), and what the loader chose.
 
+``--loader pyg`` runs PyG's own ``NeighborLoader`` (``--workers``
+processes) over the same data instead; ``--batches`` times that many
+batches of each epoch and scales to the whole epoch (the row says so).
+
     python bench/bench_papers100m.py --cap-gb 24 --out bench/results/papers100m.json
+    python bench/bench_papers100m.py --loader pyg --batches 20 --epochs 1 --out bench/results/papers100m.json
 """
 from __future__ import annotations
 
@@ -78,6 +83,11 @@ def main():
     p.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--loader", choices=("tritongnn", "pyg"), default="tritongnn",
+                   help="pyg: torch_geometric.loader.NeighborLoader on the same data (the baseline)")
+    p.add_argument("--workers", type=int, default=8, help="PyG loader worker processes")
+    p.add_argument("--batches", type=int, default=0,
+                   help="time this many batches per epoch and scale to the epoch (0: whole epochs)")
     p.add_argument("--out", default=None, help="JSON lines file to append the row to")
     p.add_argument("--commit", default=None)
     args = p.parse_args()
@@ -88,9 +98,16 @@ def main():
         torch.cuda.set_per_process_memory_fraction(min(1.0, args.cap_gb * 2**30 / total), device)
     torch.cuda.reset_peak_memory_stats(device)
     start = time.perf_counter()
-    loader = NeighborLoader(data, args.fanouts, batch_size=args.batch_size, input_nodes=data.train_mask,
-                            shuffle=True, seed=args.seed)
+    if args.loader == "pyg":
+        from torch_geometric.loader import NeighborLoader as PyGLoader
+        loader = PyGLoader(data, args.fanouts, batch_size=args.batch_size, input_nodes=data.train_mask,
+                           shuffle=True, num_workers=args.workers, persistent_workers=args.workers > 0)
+    else:
+        loader = NeighborLoader(data, args.fanouts, batch_size=args.batch_size, input_nodes=data.train_mask,
+                                shuffle=True, seed=args.seed)
     build = time.perf_counter() - start
+    per_epoch = -(-int(data.train_mask.sum()) // args.batch_size)
+    timed = min(args.batches or per_epoch, per_epoch)
     from torch_geometric.nn import GraphSAGE
     model = GraphSAGE(args.features, 128, len(args.fanouts), args.classes, dropout=0.5).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
@@ -98,22 +115,26 @@ def main():
     for epoch in range(args.epochs + 1):
         torch.cuda.synchronize(device)
         t0 = time.perf_counter()
-        for batch in loader:
+        for step, batch in enumerate(loader):
+            if step == timed:
+                break
             if first is None:
                 first = time.perf_counter() - start
+            batch = batch.to(device, non_blocking=True)
             out = model(batch.x, batch.edge_index)[:batch.batch_size]
             loss = F.cross_entropy(out, batch.y[:batch.batch_size])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
         torch.cuda.synchronize(device)
-        epochs.append(time.perf_counter() - t0)
-    row = dict(cap_gb=args.cap_gb or round(total / 2**30, 1), batch_size=args.batch_size, fanouts=args.fanouts,
+        epochs.append((time.perf_counter() - t0) * per_epoch / timed)
+    row = dict(loader=args.loader, workers=args.workers if args.loader == "pyg" else None,
+               timed_batches=timed, batches_per_epoch=per_epoch, cap_gb=args.cap_gb or round(total / 2**30, 1), batch_size=args.batch_size, fanouts=args.fanouts,
                make_s=round(made, 1), build_s=round(build, 1), first_batch_s=round(first, 1),
                epoch_s=round(sum(epochs[1:]) / args.epochs, 3), epochs_s=[round(e, 3) for e in epochs],
                gpu_peak_gb=round(torch.cuda.max_memory_reserved(device) / 2**30, 2),
-               host_peak_gb=round(host_peak_bytes() / 2**30, 2), chose=loader.placement_reason,
-               cache=str(loader.cache.plan) if loader.cache is not None else None,
+               host_peak_gb=round(host_peak_bytes() / 2**30, 2), chose=getattr(loader, "placement_reason", None),
+               cache=str(loader.cache.plan) if getattr(loader, "cache", None) is not None else None,
                loss=round(float(loss), 3))
     print(json.dumps(row), flush=True)
     append_record(args.out, new_record("papers100m", device, commit=args.commit, nodes=args.nodes,
