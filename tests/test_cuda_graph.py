@@ -193,3 +193,36 @@ def test_a_producer_hands_its_captures_to_the_loops_thread(faked):
     assert out["result"] == 2 and out.get("abandoned")
     assert out["ran"][0] == thread.ident and out["ran"][1] == threading.get_ident()
     assert driver.threads == [threading.get_ident()] and driver.begun[0][0] == 1  # on the producer's GPU
+
+
+def test_a_graph_collected_during_a_capture_frees_its_pool_after_it():
+    # the cyclic GC may collect an old loader's graph while another capture is
+    # open; its pool must outlive that capture (freeing blocks mid-capture aborts)
+    import gc
+    from tritongnn.cuda_graph import Graph
+    from tritongnn.host_memory import capturing
+    pools = []
+
+    class Recorded(Graph):
+        def release(self):
+            pools.append(self._pool)
+            super().release()
+            assert self._pool is None
+
+    def a_graph(name):
+        graph = Recorded.__new__(Recorded)
+        graph._exec = graph._graph = None
+        graph._pool = name
+        graph.cycle = graph  # only the cyclic collector frees it
+        return graph
+
+    graph = a_graph("first")
+    with capturing():
+        del graph
+        gc.collect()
+        assert pools == []  # kept, its pool with it, until no capture is open
+    assert pools == ["first"]
+    graph = a_graph("second")
+    del graph
+    gc.collect()
+    assert pools == ["first", "second"]  # no capture open: freed at once

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import sys
 import threading
 import warnings
 
 import torch
 
-from .host_memory import capturing
+from .host_memory import capturing, release_after_capture
 from .kernels._launch import new_stream
 
 # CUstreamCaptureMode
@@ -136,16 +137,23 @@ class Graph:
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         _check(_lib().cuGraphLaunch(self._exec, stream), "cuGraphLaunch")
 
-    def __del__(self):
-        # a launch still in flight completes first: the driver frees the
-        # executable once it is done (cuGraphExecDestroy)
+    def release(self) -> None:
+        """Destroy the graph and free its pool. A launch still in flight
+        completes first: the driver frees the executable once it is done."""
         lib = _driver
-        if lib is None:
-            return
-        if self._exec:
-            lib.cuGraphExecDestroy(self._exec)
-        if self._graph:
-            lib.cuGraphDestroy(self._graph)
+        if lib is not None:
+            if self._exec:
+                lib.cuGraphExecDestroy(self._exec)
+            if self._graph:
+                lib.cuGraphDestroy(self._graph)
+        self._exec = self._graph = None
+        self._pool = None  # its blocks go back to the device here, never inside a capture
+
+    def __del__(self):
+        # Collected while a capture is open (the cyclic GC runs in any thread, the capturing one too):
+        # freeing the pool then empties allocator blocks mid-capture, which aborts the process.
+        if sys.is_finalizing() or not release_after_capture(self):
+            self.release()
 
 
 def _warn_once(error: BaseException) -> None:

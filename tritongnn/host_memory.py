@@ -109,6 +109,17 @@ _deferred: list = []
 _deferred_lock = threading.RLock()  # (reentrant: a __del__ may run inside it, in the same thread)
 
 
+def release_after_capture(resource) -> bool:
+    """Keep ``resource`` (anything with ``release()``) alive until no capture
+    is open, when one is: True then, and ``capturing`` releases it; False
+    when none is open (the caller releases it now)."""
+    with _deferred_lock:
+        if _captures:
+            _deferred.append(resource)
+            return True
+    return False
+
+
 @contextlib.contextmanager
 def capturing():
     """Wrap a CUDA graph capture: pinned host memory freed meanwhile is
@@ -160,11 +171,8 @@ class _Mapping(mmap.mmap):
     def __del__(self):
         if getattr(self, "pinned", None) is None or sys.is_finalizing():  # at exit CUDA may be gone before us
             return
-        with _deferred_lock:
-            if _captures:
-                _deferred.append(self)  # alive again until the capture ends (a finalizer runs once)
-                return
-        self.unregister()
+        if not release_after_capture(self):  # (alive again until the capture ends: a finalizer runs once)
+            self.unregister()
 
 
 def pinned_empty(shape, dtype: torch.dtype, device=None) -> torch.Tensor:
@@ -246,8 +254,7 @@ class _InPlace:
             if self.users:
                 return
             _in_place.remove(self)
-            if _captures:
-                _deferred.append(self)
+            if release_after_capture(self):
                 return
         self.release()
 
