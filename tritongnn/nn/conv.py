@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+from torch.nn.modules import module as nn_module
 from torch.nn.parameter import UninitializedParameter
 from torch_geometric.nn import GAT as PyGGAT
 from torch_geometric.nn import GATConv as PyGGATConv
@@ -76,7 +77,6 @@ def _plain_linear(lin, with_bias: bool = False) -> bool:
     ``with_bias``), initialised, with no hooks: its ``weight`` (and
     ``bias``) alone are its forward, so a caller may fold it into a matmul
     of its own."""
-    from torch.nn.modules import module as nn_module
     return (type(lin) is PyGLinear and (with_bias or lin.bias is None)
             and not isinstance(lin.weight, UninitializedParameter)
             and not (lin._forward_hooks or lin._forward_pre_hooks or lin._backward_hooks
