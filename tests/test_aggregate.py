@@ -167,8 +167,7 @@ def test_known_destination_order(device, monkeypatch):
     torch.testing.assert_close(aggregate(x, unsorted, 6, "mean"), expected(unsorted, 6))
     assert not agg._known_sorted(unsorted)
     assert checks[3:] == [True, False, True]
-    monkeypatch.setattr(agg, "KNOWN_ORDER", False)  # the timing switch: every edge_index checked
-    aggregate(x, checked[:, :20], 6)
+    aggregate(x, checked[:, :12], 6, known_order=False)  # the record not trusted: checked
     assert checks[-1] is True
     with pytest.raises(TypeError, match="edge_index must be"):
         agg.mark_sorted_by_dst([[0, 1], [0, 0]])
@@ -382,11 +381,10 @@ def test_gcnconv_aggregates_in_the_cheaper_order(device, monkeypatch, channels, 
     assert widths == [channels[0] if first else channels[1]]
 
 
-def test_gcnconv_takes_the_pairs_of_trimming(monkeypatch):
+def test_gcnconv_takes_the_pairs_of_trimming():
     # (x, x[:k]), as TrimToDestinations hands it: PyG's output rows 0..k-1
-    # and its gradients, in either order and from PyG's own forward too; a
-    # pair that is not x's leading rows is PyG's to refuse
-    from tritongnn.nn import conv
+    # and its gradients, in either order; a pair that is not x's leading
+    # rows is PyG's to refuse
     g = torch.Generator().manual_seed(6)
     x = torch.randn(30, 12, generator=g)
     edge_index = torch.stack([torch.randint(0, 30, (90,), generator=g), torch.randint(0, 11, (90,), generator=g)])
@@ -394,23 +392,20 @@ def test_gcnconv_takes_the_pairs_of_trimming(monkeypatch):
     torch.manual_seed(0)
     ours, theirs = GCNConv(12, 7), PyGGCNConv(12, 7)
     theirs.load_state_dict(ours.state_dict())
-    for fused in (True, False):
-        monkeypatch.setattr(conv, "FUSED_FORWARD", fused)
-        for x_grad in (False, True):
-            results = []
-            for layer in (ours, theirs):
-                leaf = x.clone().requires_grad_(x_grad)
-                h = leaf * 2 if x_grad else leaf
-                with reference_on_cpu():
-                    out = layer((h, h[:11]), edge_index) if layer is ours else layer(h, edge_index)[:11]
-                assert out.shape == (11, 7)
-                out.square().sum().backward()
-                results.append([out.detach()] + ([leaf.grad] if x_grad else []) +
-                               [p.grad.clone() for p in layer.parameters()])
-                layer.zero_grad()
-            for a, b in zip(*results):
-                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
-    monkeypatch.setattr(conv, "FUSED_FORWARD", True)
+    for x_grad in (False, True):
+        results = []
+        for layer in (ours, theirs):
+            leaf = x.clone().requires_grad_(x_grad)
+            h = leaf * 2 if x_grad else leaf
+            with reference_on_cpu():
+                out = layer((h, h[:11]), edge_index) if layer is ours else layer(h, edge_index)[:11]
+            assert out.shape == (11, 7)
+            out.square().sum().backward()
+            results.append([out.detach()] + ([leaf.grad] if x_grad else []) +
+                           [p.grad.clone() for p in layer.parameters()])
+            layer.zero_grad()
+        for a, b in zip(*results):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
     for bad in ((x, x[5:16]), (x, x[:11].clone()), (x, x[:11], x)):
         with pytest.raises(ValueError, match="bipartite"), reference_on_cpu():
             ours(bad, edge_index)
@@ -621,9 +616,9 @@ def test_layers_route_through_the_kernel(monkeypatch):
     assert calls == ["mean", "sum", "sum", "mean"]
 
 
-def test_sageconv_fused_forward_switch_and_autocast(monkeypatch):
-    # FUSED_FORWARD = False, or autocast, takes PyG's forward (still the
-    # kernel's propagate): the same outputs as PyG's layer
+def test_sageconv_under_autocast(monkeypatch):
+    # autocast takes PyG's forward (still the kernel's propagate): the same
+    # outputs as PyG's layer
     from tritongnn.nn import conv
     calls = []
     real = conv.aggregate
@@ -632,14 +627,11 @@ def test_sageconv_fused_forward_switch_and_autocast(monkeypatch):
     x = torch.randn(20, 12, requires_grad=True)
     edge_index = torch.randint(0, 20, (2, 50))
     with reference_on_cpu():
-        ours(x * 1, edge_index)
-        monkeypatch.setattr(conv, "FUSED_FORWARD", False)
-        off = ours(x * 1, edge_index)
-        monkeypatch.setattr(conv, "FUSED_FORWARD", True)
+        fused = ours(x * 1, edge_index)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             cast = ours(x, edge_index)
             expected = theirs(x, edge_index)
-    assert calls == [True, False, False]
-    torch.testing.assert_close(off, theirs(x * 1, edge_index))
+    assert calls == [True, False]
+    torch.testing.assert_close(fused, theirs(x * 1, edge_index), rtol=1e-4, atol=1e-4)
     assert cast.dtype == expected.dtype == torch.bfloat16
     torch.testing.assert_close(cast, expected)

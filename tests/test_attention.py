@@ -131,8 +131,6 @@ def test_gatconv_runs_the_kernel_where_it_applies(monkeypatch):
     GATConv(12, 5, heads=2).double()(x.double(), edge_index)  # the kernels take no float64
     GATConv(12, 5, heads=2, dropout=0.3)(x, edge_index)  # training: dropout on the attention
     GATConv(12, 300)(x, edge_index)  # heads wider than MAX_CHANNELS
-    monkeypatch.setattr(conv, "FUSED_FORWARD", False)
-    layer(x, edge_index)
     assert len(calls) == 1
 
 

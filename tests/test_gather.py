@@ -294,27 +294,21 @@ def gpu_tiers(x):
                 previous=torch.stack([x[240], x[499], x[217]]), prev_slot=prev_slot)
 
 
-def host_paths(device, monkeypatch, mapped, first, resolved, seed):
-    """A host table (``host_table``) read with ``HOST_ROWS_FIRST = first``
-    and ``RESOLVED_ROWS = resolved``, and its GPU tiers on ``device``."""
-    from tritongnn.kernels import gather
-    monkeypatch.setattr(gather, "HOST_ROWS_FIRST", first)
-    monkeypatch.setattr(gather, "RESOLVED_ROWS", resolved)
+def host_paths(device, monkeypatch, mapped, seed):
+    """A host table (``host_table``) and its GPU tiers on ``device``."""
     x, user, row_map = host_table(device, monkeypatch, mapped, seed)
     return x, user, row_map, {k: v.to(device) for k, v in gpu_tiers(x).items()}
 
 
-@pytest.mark.parametrize("first,resolved", [(True, False), (False, False), (True, True), (False, True)])
 @pytest.mark.parametrize("mapped", [False, True])
-def test_gather_host_rows_first(device, monkeypatch, mapped, first, resolved):
-    # A table read through UVA with cached rows. HOST_ROWS_FIRST (the
-    # default): the host's rows are visited first, in host order, by the
-    # small UVA grid, then the cached rows by a full grid, each launch
-    # reading its bounds on the device; else one pass over all rows in host
-    # order. RESOLVED_ROWS: passes of host rows only (host rows first, or no
-    # GPU tier at all) read them at the sorted rows. On the CPU the table is
-    # made to count as another device's; every tier is in play.
-    x, user, row_map, on = host_paths(device, monkeypatch, mapped, first, resolved, 2)
+def test_gather_host_rows_first(device, monkeypatch, mapped):
+    # A table read through UVA with cached rows: the host's rows are visited
+    # first, at their sorted rows, by the small UVA grid, then the cached
+    # rows by a full grid, each launch reading its bounds on the device;
+    # with no GPU tier at all one pass reads every row at its sorted row. On
+    # the CPU the table is made to count as another device's; every tier is
+    # in play.
+    x, user, row_map, on = host_paths(device, monkeypatch, mapped, 2)
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 500, (2000,), generator=g)
     for num_hot in (0, 1, 200, 499, 500):
@@ -480,14 +474,13 @@ def test_gather_count_from_gpu_memory(device, tiers, path):
                         lambda ids: x[ids], count, wide)
 
 
-@pytest.mark.parametrize("first,resolved", [(True, True), (True, False), (False, True), (False, False)])
 @pytest.mark.parametrize("mapped", [False, True])
-def test_gather_count_with_host_rows(device, monkeypatch, mapped, first, resolved):
-    # rows read from the host, every path: host rows first (warm copy, host
-    # table, GPU tiers, each pass bounded by _cold_first_order's bounds),
-    # all rows from the host at their sorted rows, or one pass in host
-    # order; the positions past count sort last and no pass visits them
-    x, user, row_map, on = host_paths(device, monkeypatch, mapped, first, resolved, 9)
+def test_gather_count_with_host_rows(device, monkeypatch, mapped):
+    # rows read from the host, both paths: host rows first (warm copy, host
+    # table, GPU tiers, each pass bounded by _cold_first_order's bounds), or
+    # all rows from the host at their sorted rows; the positions past count
+    # sort last and no pass visits them
+    x, user, row_map, on = host_paths(device, monkeypatch, mapped, 9)
     prev_only = torch.full((500,), -1, dtype=torch.int32)
     prev_only[torch.tensor([217, 240, 499])] = torch.tensor([2, 0, 1], dtype=torch.int32)
     cases = [(0, {}, 0), (1, {}, 0), (200, on, 0), (200, on, 100), (200, {}, 300), (0, {}, 150), (500, {}, 0),

@@ -7,15 +7,11 @@ from hypothesis import given, strategies as st
 from tritongnn.kernels import IdMap, reference
 from tritongnn.kernels import id_map as id_map_module
 
-@pytest.fixture(params=["direct", "direct_reread", "direct_seen", "hash"])
+@pytest.fixture(params=["direct", "direct_seen", "hash"])
 def kind(request, monkeypatch):
-    """The map's kind; "direct_reread": a direct map whose flag pass reads
-    the table back, not what its inserts found (``id_map.PRIOR_WORDS``
-    off); "direct_seen": a direct map with the seen filter at any size
-    (``id_map.SEEN_MIN_NODES``; "direct" has none on these small graphs)."""
-    if request.param == "direct_reread":
-        monkeypatch.setattr(id_map_module, "PRIOR_WORDS", False)
-        return "direct"
+    """The map's kind; "direct_seen": a direct map with the seen filter at
+    any size (``id_map.SEEN_MIN_NODES``; "direct" has none on these small
+    graphs)."""
     if request.param == "direct_seen":
         monkeypatch.setattr(id_map_module, "SEEN_MIN_NODES", 0)
         return "direct"
@@ -290,13 +286,11 @@ def test_the_seen_filter_keeps_a_batch_s_only_candidates_off_the_table(device, m
 
 def test_the_seen_filter_follows_the_l2(monkeypatch):
     # by default: where one sub-batch's words take more than twice the L2,
-    # on a GPU; never without one (nor without PRIOR_WORDS)
+    # on a GPU; never without one
     monkeypatch.setattr(id_map_module, "SEEN_MIN_NODES", None)
     assert not id_map_module.seen_filters(10**9, "cpu")
     monkeypatch.setattr(id_map_module, "SEEN_MIN_NODES", 100)
     assert id_map_module.seen_filters(100, "cpu") and not id_map_module.seen_filters(99, "cpu")
-    monkeypatch.setattr(id_map_module, "PRIOR_WORDS", False)
-    assert not id_map_module.seen_filters(100, "cpu")
 
 
 def test_a_direct_table_given_to_a_hash_map_is_refused(device):
@@ -307,7 +301,7 @@ def test_a_direct_table_given_to_a_hash_map_is_refused(device):
 
 @given(keys=st.lists(st.integers(0, 5), min_size=1, max_size=40), data=st.data())
 def test_prior_words_flag_first_occurrences_in_any_arrival_order(keys, data):
-    # PRIOR_WORDS' protocol (the insert and flag kernels' arithmetic, in
+    # The direct map's flag protocol (the insert and flag kernels' arithmetic, in
     # Python): each candidate's atomic max returns the word it found; a claim
     # of this hop it beat is marked displaced; a candidate is its node's first
     # occurrence iff it found a smaller word and was never displaced. Triton's

@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from graphs import csc_from_degrees
-from tritongnn.kernels import sample as sample_module, sample_fused, sample_neighbors
+from tritongnn.kernels import sample_neighbors
 from tritongnn.kernels.sample_fused import LOOK_BACK, _look_back, _publish_sum
 
 
@@ -57,16 +57,6 @@ def test_look_back_adds_sums_back_to_the_nearest_prefix(device, ticket, nearest)
     assert status[1:1 + ticket].tolist() == published(sums, flags)  # predecessors untouched
 
 
-@pytest.fixture(params=[(False, True), (False, False), (True, False)], ids=["lanes", "tile", "staged"])
-def fused_stage(request, monkeypatch):
-    """The fused kernel's three ways to draw: one node a lane (the
-    default), the grouped ``[BN, FP]`` tile, and that tile staged."""
-    stage, lanes = request.param
-    monkeypatch.setattr(sample_module, "FUSED_STAGE", stage)
-    monkeypatch.setattr(sample_fused, "LANES", lanes)
-    return stage
-
-
 def hop(graph, frontier, fanout, replace, device, method, bound_slack=7, **kw):
     n = frontier.numel()
     padded = torch.cat([frontier, torch.full((bound_slack,), 10**12)]).to(device)
@@ -90,9 +80,9 @@ def many_block_graph(seed=0):
     return csc_from_degrees(degrees, len(degrees), gen), gen
 
 
-# fanout 33: past the 32 draws a node the lane path unrolls (the tile's loop); degrees reach 39
+# fanout 33: past the 32 draws a node the lane path unrolls, on the tile; degrees reach 39
 @pytest.mark.parametrize("fanout, replace", [(3, False), (10, False), (3, True), (33, False)])
-def test_fused_hops_across_many_blocks_are_the_foundation_hops(device, fused_stage, fanout, replace):
+def test_fused_hops_across_many_blocks_are_the_foundation_hops(device, fanout, replace):
     graph, gen = many_block_graph()
     frontier = torch.randint(0, graph.num_nodes, (2000,), generator=gen)  # 8+ blocks of the interpreter's 256
     seed = torch.tensor([5], device=device)
@@ -102,7 +92,7 @@ def test_fused_hops_across_many_blocks_are_the_foundation_hops(device, fused_sta
 
 @pytest.mark.parametrize("replace", [False, True])  # each sub-batch's seed in Floyd's steps, and in i.i.d. draws
 @pytest.mark.parametrize("sizes", [[300, 0, 900, 800], [256, 256, 1488], [1, 1999], [2000]])
-def test_fused_super_batch_hops_are_the_foundation_hops(device, fused_stage, sizes, replace):
+def test_fused_super_batch_hops_are_the_foundation_hops(device, sizes, replace):
     # sub-batches of any length, empty ones, edges on block boundaries
     graph, gen = many_block_graph(1)
     n = sum(sizes)

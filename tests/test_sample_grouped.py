@@ -174,8 +174,8 @@ def test_rows_through_uva_past_the_l2_are_read_in_node_order():
 
 
 # Every compiled variant the random-graph test below draws from, each once:
-# that test meets about 40 of them a run, a different 40 each time (at
-# 07f1d04 one GPU run failed on an example that the output did not keep).
+# that test meets about 40 of them a run, a different 40 each time (a
+# failing example of one variant may not recur in the next run).
 # A compilation each (~1 s), so on the GPU only; the interpreter compiles
 # nothing and gains nothing from the grid that the tests above lack.
 @pytest.mark.gpu

@@ -3,13 +3,21 @@ holds the pure-torch versions (test oracles and the CPU path).
 
 - ``classify``: the super-batch degree classifier (full / random nodes,
   output placement) and the atomic-free multi-block prefix sum.
-- ``sample``: uniform neighbour sampling of one hop (CSC, GPU or UVA).
+- ``sample``: uniform neighbour sampling of one hop (CSC, GPU or UVA): the
+  dispatcher over the methods below, and the choice of method and visit
+  order.
+- ``sample_common``: the random draws every sampling kernel shares (Philox
+  words, Floyd's subset draw), so every method returns the same edges.
+- ``sample_foundation``: the classifier-ordered tile kernel reading every
+  pick from memory (``method="foundation"``), and whole rows (fanout -1).
 - ``sample_grouped``: the same sampling with rows staged by coalesced loads
-  (GARDEN's grouped sampler; ``sample_neighbors(..., method="grouped")``).
+  (GARDEN's grouped sampler; ``method="grouped"`` / ``"grouped_split"``).
 - ``sample_fused``: a hop's classification, placement and draws in one
   launch, a decoupled look-back scan (``method="fused"``).
-- ``id_map``: fused global-to-local id mapping, keyed by sub-batch.
-- ``gather``: feature row gather from GPU memory or pinned host memory.
+- ``id_map``: fused global-to-local id mapping, keyed by sub-batch (direct
+  and hash tables); ``id_map_kernels``: its device passes.
+- ``gather``: feature row gather from GPU memory or pinned host memory;
+  ``gather_kernel``: its kernel and launch shapes.
 - ``pack``: valid prefixes of bounded buffers packed end to end, sizes
   kept on the device (a mini-batch captured in one CUDA graph), and a
   super-batch's segments each to its own batch's place.

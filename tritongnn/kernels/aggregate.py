@@ -225,10 +225,7 @@ def _segments(key: torch.Tensor, num_segments: int, presorted: bool):
     return perm, indptr
 
 
-# Known destination order (module docstring). ``KNOWN_ORDER = False`` checks
-# every edge_index as before (one host sync per layer): for timing the two.
-KNOWN_ORDER = True
-# marked tensors by (data pointer, strides): (weakref, version, columns).
+# Known destination order (module docstring): marked tensors by (data pointer, strides): (weakref, version, columns).
 # Leading slices of one share its address and strides, whatever the tensor
 # it is a view of (a replayed batch's edge_index is a view of a flat buffer,
 # ``sampling.pipeline``, so ``_base`` would name the buffer, not it).
@@ -266,7 +263,7 @@ def _known_sorted(edge_index: torch.Tensor) -> bool:
     a recorded tensor: the same first element and strides (so, while the
     recorded one lives, the same memory), no more columns, and no write
     since (views share the version counter)."""
-    if not KNOWN_ORDER or edge_index.dim() != 2:
+    if edge_index.dim() != 2:
         return False
     entry = _SORTED.get(_address(edge_index))
     if entry is None:
@@ -314,14 +311,19 @@ _GROUPINGS_MAX = 4
 
 
 def _grouping(edge_index: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_src: int,
-              num_dst: int) -> Grouping:
+              num_dst: int, known_order: bool = True) -> Grouping:
+    """The ``Grouping`` of ``edge_index``, kept for its next layers. With
+    ``known_order`` a recorded order (``mark_sorted_by_dst``) skips the
+    check and a checked one found sorted is recorded; without, every new
+    ``edge_index`` is checked (one host sync)."""
     key = id(edge_index)
     entry = _GROUPINGS.get(key)
     if entry is not None and entry[0]() is edge_index and entry[1] == edge_index._version \
             and entry[2] == (num_src, num_dst):
         return entry[3]
-    grouping = Grouping(dst, num_src, num_dst, True if _known_sorted(edge_index) else None, src=src)
-    if grouping.presorted and KNOWN_ORDER:
+    grouping = Grouping(dst, num_src, num_dst, True if known_order and _known_sorted(edge_index) else None,
+                        src=src)
+    if grouping.presorted and known_order:
         mark_sorted_by_dst(edge_index)  # its leading slices (the next layers') need no check
     while len(_GROUPINGS) >= _GROUPINGS_MAX:
         _GROUPINGS.pop(next(iter(_GROUPINGS)))
@@ -340,9 +342,8 @@ class _Aggregate(torch.autograd.Function):
     # outside, the slice's backward would build a zero-padded ``[N, D]``
     # gradient and autograd would add it to ``grad_x``: two more passes over
     # ``N x D`` (at the second layer of a [15, 10, 5] batch of 8000 at
-    # papers100M's scale, 0.33 ms of a 4.0 ms step on an H200, profiled at
-    # 75d6917; the step's kernels took 3.46 ms with this and SAGEConv's
-    # addmm_ root term).
+    # papers100M's scale, 0.33 ms of a 4.0 ms step on an H200; the step's
+    # kernels take 3.46 ms with this and SAGEConv's addmm_ root term).
     @staticmethod
     def forward(ctx, x, src, dst, grouping: Grouping, mean: bool, edge_weight, with_root: bool = False):
         weight = None if edge_weight is None else grouping.by_dst(edge_weight.to(torch.float32))
@@ -386,7 +387,7 @@ def check_edge_index(edge_index: torch.Tensor) -> None:
 
 @on_device_of("x")
 def aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_dst: int, reduce: str = "sum",
-              edge_weight: torch.Tensor | None = None, with_root: bool = False):
+              edge_weight: torch.Tensor | None = None, with_root: bool = False, known_order: bool = True):
     """Sum or mean of ``edge_weight * x[edge_index[0]]`` per destination
     ``edge_index[1]`` (PyG's ``flow="source_to_target"``), differentiable in
     ``x`` and ``edge_weight``.
@@ -401,6 +402,9 @@ def aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_dst: int, reduce: s
         with_root: also return ``x[:num_dst]``, the destinations' own rows
             when they lead ``x`` (a sampled block's), whose gradient the
             backward adds into ``x``'s in place (``_Aggregate``).
+        known_order: trust a destination order recorded by
+            ``mark_sorted_by_dst`` (module docstring); False checks
+            ``edge_index`` (one host sync) unless its grouping is kept.
 
     Returns:
         ``[num_dst, D]``; with ``with_root``, that and ``x[:num_dst]``.
@@ -423,7 +427,7 @@ def aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_dst: int, reduce: s
                          f"got {tuple(edge_weight.shape)}")
     # the kernels read the rows with stride 1 (a transposed [E, 2] has 2)
     src, dst = edge_index[0].contiguous(), edge_index[1].contiguous()
-    grouping = _grouping(edge_index, src, dst, x.size(0), num_dst)
+    grouping = _grouping(edge_index, src, dst, x.size(0), num_dst, known_order)
     if edge_weight is not None:
         edge_weight = edge_weight.contiguous()
     return _Aggregate.apply(x, src, dst, grouping, reduce == "mean", edge_weight, with_root)

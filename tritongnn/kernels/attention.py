@@ -162,7 +162,7 @@ def _attend_backward_kernel(
 
 
 # SEGS destinations a program, num_warps; the edge and head blocks follow
-# from the head width (``_launch_settings``). Not tuned on a GPU yet.
+# from the head width (``_launch_settings``); not tuned on a GPU.
 LAUNCH = dict(SEGS=16, TILE=2048, num_warps=4)
 MAX_CHANNELS = 256  # per head: wider heads take PyG's path
 

@@ -39,21 +39,22 @@ With both a GPU tier and host rows (the dual cache), the host's rows are
 gathered first, packed, by the small UVA grid, then the rows the GPU tiers
 serve (static and dynamic cache, previous batch) by a full grid: two
 launches over one sorted order whose split the kernel reads on the device
-(``_cold_first_order``; why there). Measured on the H200 at
-7406ff1 (bench/results/README.md): host rows 1.1-2.6x faster than one pass
-over all rows in host order (3x10^6 ids: 50 % cached 33.4 against 29.8
-GB/s, 70 % 32.2 against 22.3, 90 % 25.8 against 9.8), and the
-papers100M-scale GraphSAGE epoch at the 24 GB budget 3.92 s against 4.81 s.
-``HOST_ROWS_FIRST = False`` restores the one pass, for comparisons.
+(``_cold_first_order``; why there). Measured on the H200
+(bench/results/README.md): host rows 1.1-2.6x faster than one pass over all
+rows in host order (3x10^6 ids: 50 % cached 33.4 against 29.8 GB/s, 70 %
+32.2 against 22.3, 90 % 25.8 against 9.8), and the papers100M-scale
+GraphSAGE epoch at the 24 GB budget 3.92 s against 4.81 s.
 
-A pass of host rows reads them at the sort's keys (``RESOLVED_ROWS``): one
-load before each host read instead of the chain order -> ids -> slot maps
--> ``row_map``. On the H200 (c45e187) that made a mixed gather's host rows
-1.3-1.4x faster where they are dense in the table, and the 50M-node
+A pass of host rows reads them at the sort's keys (the host rows in
+visiting order), so a block's host reads wait for one load (its rows)
+instead of the chain order -> ids -> slot maps -> ``row_map``. On the H200
+that makes a mixed gather's host rows 1.3-1.4x faster where they are dense
+in the table (2^20 ids, 50 % cached: 46.5 against 33.3 GB/s; 70 %: 42.9
+against 30.6; 3x2^20 ids, 90 %: 34.8 against 26.0), and the 50M-node
 benchmark's 8 GB epoch 1.84 -> 1.35-1.39 s with the dynamic cache; at the
 papers100M scale, where a batch's host rows fall about one to a 64 KB page,
-it was 3-10 % slower (3.90-4.18 s an epoch in five rows of three runs,
-against 3.71-3.81 in three; bench/results/README.md).
+it is 3-10 % slower (3.90-4.18 s an epoch against 3.71-3.81;
+bench/results/README.md).
 
 A warm copy (``warm``) of the rows next in hotness after the GPU tiers,
 packed in pinned host memory, is read before the user's table: with
@@ -65,168 +66,11 @@ from __future__ import annotations
 
 import torch
 import triton
-import triton.language as tl
 
 from . import reference
 from .._checks import check_ids_in_range
-from ._launch import (BITS_OF_SIZE, check_readable, host_list, interpreted_block, next_power_of_2, on_device_of,
-                      use_triton)
-
-
-@triton.jit(do_not_specialize=["n", "num_hot", "num_blocks"])
-def _gather_kernel(
-    hot,        # [num_hot, D] rows of the GPU tier
-    cold,       # [N, D] rows of the other tier (indexed by the same ids)
-    dynamic,    # [K, D] rows of the dynamic cache (TIERS == 3)
-    slot,       # [N - num_hot] int32 row of `dynamic` holding a cold row, or -1
-    previous,   # [P, D] rows of the previous batch (REUSE)
-    prev_slot,  # [>= N - num_hot] int32 row of `previous` holding a cold row, or -1
-    ids,        # [n] int64 row ids (IDS_SORTED: in visiting order)
-    row_map,    # [N] int64 row of `cold` holding id i (MAPPED)
-    order,      # [n] int64 visiting order (if ORDERED), e.g. argsort of the rows read
-    bounds,     # [2] int64 [begin, end) of the visiting order this launch covers (BOUNDED)
-    out,        # [n, D] output, row i = table[ids[i]]
-    n,
-    num_hot,
-    num_blocks,  # cdiv(n, BLOCK_ROWS) (BOUNDED: computed from bounds)
-    D: tl.constexpr,  # row width in elements (one compile per width)
-    stride_hot, stride_cold, stride_dyn, stride_prev, stride_out,  # row strides in elements
-    TIERS: tl.constexpr,  # 1: every row from `cold`; 2: split at num_hot; 3: and `dynamic`
-    REUSE: tl.constexpr,  # cold rows found in `previous` are read there (TIERS >= 2)
-    MAPPED: tl.constexpr,  # `cold` is in other ids: id i is its row row_map[i]
-    ORDERED: tl.constexpr,
-    BOUNDED: tl.constexpr,  # visit positions [bounds[0], bounds[1]) of `order` only
-    IDS_SORTED: tl.constexpr,  # `ids` come in visiting order (ids[j] is written to out[order[j]])
-    BLOCK_ROWS: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-):
-    begin = 0
-    end = n
-    if BOUNDED:  # read on the device: the split needs no host sync
-        begin = tl.load(bounds)
-        end = tl.load(bounds + 1)
-        num_blocks = tl.cdiv(end - begin, BLOCK_ROWS)
-    # Persistent over row blocks: with a grid smaller than the block count,
-    # the programs walk the (sorted) rows side by side.
-    # (a while loop: Triton's interpreter cannot range() over a runtime int)
-    block = tl.program_id(0).to(tl.int64)
-    while block < num_blocks:
-        i_v = begin + block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)  # positions in the visiting order
-        m_r = i_v < end
-        i_r = i_v  # rows of `out`
-        if ORDERED:
-            i_r = tl.load(order + i_v, mask=m_r, other=0)
-        if IDS_SORTED:  # independent of the load of `order`: both in flight at once
-            b_id = tl.load(ids + i_v, mask=m_r, other=0)
-        else:
-            b_id = tl.load(ids + i_r, mask=m_r, other=0)
-        m_hot = m_r & (b_id < num_hot)
-        m_cold = m_r & (b_id >= num_hot)
-        if TIERS == 3:
-            b_slot = tl.load(slot + (b_id - num_hot), mask=m_cold, other=-1).to(tl.int64)
-            m_dyn = m_cold & (b_slot >= 0)
-            m_cold = m_cold & (b_slot < 0)
-            p_dyn = dynamic + b_slot[:, None] * stride_dyn
-        if REUSE:
-            b_prev = tl.load(prev_slot + (b_id - num_hot), mask=m_cold, other=-1).to(tl.int64)
-            m_prev = m_cold & (b_prev >= 0)
-            m_cold = m_cold & (b_prev < 0)
-            p_prev = previous + b_prev[:, None] * stride_prev
-        p_hot = hot + b_id[:, None] * stride_hot
-        if MAPPED:
-            b_row_id = tl.load(row_map + b_id, mask=m_r if TIERS == 1 else m_cold, other=0)
-        else:
-            b_row_id = b_id
-        p_cold = cold + b_row_id[:, None] * stride_cold
-        p_out = out + i_r[:, None] * stride_out
-        # every tier's rows in out's dtype (a no-op where they share it; else
-        # stored features widened, e.g. float16 rows into float32 batches)
-        OUT_TY = out.dtype.element_ty
-        for d0 in range(0, D, BLOCK_D):
-            o_d = d0 + tl.arange(0, BLOCK_D)
-            m_d = o_d[None, :] < D
-            if TIERS == 1:
-                b_row = tl.load(p_cold + o_d[None, :], mask=m_r[:, None] & m_d, other=0).to(OUT_TY)
-            else:
-                b_hot = tl.load(p_hot + o_d[None, :], mask=m_hot[:, None] & m_d, other=0).to(OUT_TY)
-                b_cold = tl.load(p_cold + o_d[None, :], mask=m_cold[:, None] & m_d, other=0).to(OUT_TY)
-                # a select, not a sum: -0.0 and NaN payloads come out bit for bit
-                b_row = tl.where(m_hot[:, None], b_hot, b_cold)
-                if TIERS == 3:
-                    b_dyn = tl.load(p_dyn + o_d[None, :], mask=m_dyn[:, None] & m_d, other=0).to(OUT_TY)
-                    b_row = tl.where(m_dyn[:, None], b_dyn, b_row)
-                if REUSE:
-                    b_re = tl.load(p_prev + o_d[None, :], mask=m_prev[:, None] & m_d, other=0).to(OUT_TY)
-                    b_row = tl.where(m_prev[:, None], b_re, b_row)
-            tl.store(p_out + o_d[None, :], b_row, mask=m_r[:, None] & m_d)
-        block += tl.num_programs(0)
-
-
-def _launch_settings(row_bytes: int, elem: int, from_host: bool) -> tuple[int, int, int]:
-    """BLOCK_ROWS, BLOCK_D, num_warps (measured on the H200 for 128 x 4-byte
-    rows; see the module docstring)."""
-    block_d = min(next_power_of_2(max(row_bytes // elem, 1)), 4096 // elem)  # <= 4 KB of a row
-    rows = (8192 if from_host else 4096) // (block_d * elem)  # 16 or 32 rows of 512 bytes
-    return interpreted_block(max(1, min(64, rows)), 256), block_d, 4
-
-
-# A pass reading the host runs a persistent grid of one program per this
-# many multiprocessors (module docstring: a quarter of the SMs beat a full
-# grid on sparse ids and tied on dense ones, measured alone on the GPU).
-UVA_SMS_PER_PROGRAM = 4
-
-
-# A pass from GPU memory whose length the device holds (``count``, or a
-# split of the sorted order) runs a persistent grid of this many programs
-# per multiprocessor: its ids are sized by a bound (a replayed batch's
-# ``node`` buffer: 7.3x10^6 slots at papers100M scale for ~3x10^6 nodes),
-# and a grid over the bound spent ~0.3 ms a batch launching blocks that
-# exit at once (1.09 against 0.78 ms of gather kernel a batch, profiled).
-# Measured on the H200 (bench/bench_gather_bounded.py, 3x10^6 of 7.3x10^6
-# ids): exact launch 0.750 ms, grid over the bound 1.077, 8 an SM 0.782
-# (16 and 32: 0.79; 4: 0.96; 2: 1.50); within 4-5 % of the exact launch at
-# 10^6 ids and at the whole bound too.
-BOUNDED_PROGRAMS_PER_SM = 8
-# Every pass from GPU memory capped at this many programs a multiprocessor
-# (None: a grid over its blocks, or the bound's cap above). An experiment,
-# timed by bench_end_to_end.py --host-loaders: a loader's gather runs beside
-# the model's kernels, and a grid over all blocks takes every SM until it
-# drains; a few programs an SM leave the others to the model. Measured at
-# papers100M scale with no budget (bench/results/README.md, twenty-sixth
-# session): 1, 2 or 4 an SM no faster than None (epoch over the model
-# alone 1.18-1.35x against 1.18x), so it stays None.
-PROGRAMS_PER_SM: int | None = None
-
-
-def _num_programs(n: int, block_rows: int, from_host: bool, device: torch.device, bounded: bool = False) -> int:
-    blocks = triton.cdiv(n, block_rows)
-    if device.type != "cuda":
-        return blocks
-    if from_host:
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        return max(1, min(blocks, sms // UVA_SMS_PER_PROGRAM))
-    cap = PROGRAMS_PER_SM if PROGRAMS_PER_SM is not None else BOUNDED_PROGRAMS_PER_SM if bounded else None
-    if cap is None:
-        return blocks
-    return max(1, min(blocks, torch.cuda.get_device_properties(device).multi_processor_count * cap))
-
-
-# True: cached and host rows in separate launches, the host's first
-# (``_cold_first_order``; measured faster, module docstring). False: one pass
-# over all rows in host order, kept for bench/gather_uva_sweep.py --mixed-only
-# and bench_end_to_end.py --parts gather_order, which time both.
-HOST_ROWS_FIRST = True
-
-# True: a pass whose rows all come from the host reads them at the sort's
-# keys (the host rows in visiting order), so a block's host reads wait for
-# one load (its rows) instead of a chain of dependent ones (its positions in
-# ``order``, then ``ids``, the slot maps and ``row_map``). Measured on the
-# H200 at c45e187 (bench/gather_uva_sweep.py --mixed-only): host rows of a
-# mixed gather 1.3-1.4x faster (2^20 ids, 50 % cached: 46.5 against 33.3
-# GB/s; 70 %: 42.9 against 30.6; 3x2^20 ids, 90 %: 34.8 against 26.0), and
-# the same where every row comes from the host (no chain to cut). False
-# restores the lookups, for the benchmarks that time both.
-RESOLVED_ROWS = True
+from ._launch import BITS_OF_SIZE, check_readable, host_list, on_device_of, use_triton
+from .gather_kernel import _gather_kernel, _launch_settings, _num_programs
 
 
 def _reads_host(table: torch.Tensor, num_hot: int, device: torch.device) -> bool:
@@ -501,7 +345,7 @@ def gather_rows(
     def launch(order, bounds, uva, rows=None, host=table):
         """One pass over ``order`` (``bounds``: its part), shaped for rows
         read through UVA (``uva``) or from GPU memory. With ``rows`` (the
-        host rows in visiting order: ``RESOLVED_ROWS``) every row of the
+        host rows in visiting order) every row of the
         pass is ``host[rows[j]]`` (the table, or the warm copy), with no
         lookup through ``ids``, ``row_map`` or the slots before the host
         read."""
@@ -518,27 +362,23 @@ def gather_rows(
 
     if not from_host:
         launch(ids, bounded, uva=False)
-    elif warm is not None or (tiers > 1 and HOST_ROWS_FIRST):
+    elif tiers > 1 or warm is not None:
         # the host's rows first, packed, by the UVA grid (the warm copy's,
-        # then the table's); then the GPU tiers' rows by a full grid. With a
-        # warm copy its rows are always read resolved (HOST_ROWS_FIRST and
-        # RESOLVED_ROWS are the timing switches of the path without one).
+        # then the table's), read at their sorted rows; then the GPU tiers'
+        # rows by a full grid
         slots = ([slot] if tiers == 3 else []) + ([prev_slot] if reuse else [])
         order, bounds, rows = _cold_first_order(ids, host_row, num_hot, table.size(0), slots,
                                                 0 if warm is None else warm.size(0), valid)
         if warm is not None:
             launch(order, bounds[0:2], uva=True, rows=rows, host=warm)
-        launch(order, bounds[1:3], uva=True, rows=rows if warm is not None or RESOLVED_ROWS else None)
+        launch(order, bounds[1:3], uva=True, rows=rows)
         if tiers > 1:
             launch(order, bounds[2:4], uva=False)
-    else:
+    else:  # every row from the host, read at its sorted row
         if valid is not None:  # positions past count sort last (host rows are < table.size(0))
             host_row = torch.where(valid, host_row, table.size(0))
-        if tiers == 1 and RESOLVED_ROWS:  # every row from the host, read at its sorted row
-            rows, order = torch.sort(host_row)
-            launch(order, bounded, uva=True, rows=rows)
-        else:  # one pass in host order: neighbours share pages
-            launch(torch.argsort(host_row), bounded, uva=True)
+        rows, order = torch.sort(host_row)
+        launch(order, bounded, uva=True, rows=rows)
     return out
 
 

@@ -50,8 +50,8 @@ back to the table, nor ``new_local``: no later hop looks them up.
 
 A direct table runs the same passes on its words: the insert is one
 ``atomic_max`` of the candidate's claim, the flag compares the word with the
-candidate's own claim (by default without reading the table back: from the
-word its insert's atomic found, ``PRIOR_WORDS``), and in the assign a
+candidate's own claim without reading the table back (from the word its
+insert's atomic found: ``id_map_kernels``), and in the assign a
 candidate that reads a local word (kind 1) takes its id: a node of an
 earlier hop, or one of this hop whose representative wrote its word first,
 which is the id the candidate would compute.
@@ -69,110 +69,68 @@ read 3 (an earlier hop's node, or several candidates of this hop) take the
 atomic. The seeds are marked the same way, so the filter is zeroed, not
 tagged, at each ``start``. Same ids, candidate for candidate.
 
-Hash table layout: one row of four words per slot (key, stamp, local id, unused),
-int32 where the keys fit (``K x num_nodes < 2^31 - 1``: 16 B a slot), else
+Hash table layout: one row of four words per slot (key, stamp, local id,
+unused), int32 where the keys fit (``K x num_nodes < 2^31 - 1``: 16 B a slot), else
 int64 (32 B). A row never straddles a 32 B sector, so a candidate's CAS and
 min, its flag's read and its assignment each touch one sector of the table,
 where three separate arrays took five (a batch of 8000 at [15, 10, 5] asks
 7.3M keys: its table is far past the L2, and every touch is an HBM access).
 An empty slot's key and a free stamp are both the word's largest value: the
 reset is one fill of the table. Measured on the H200 against the three
-arrays (bench/results/README.md, tenth session): peak sampler memory -14 %
+arrays (bench/results/README.md): peak sampler memory -14 %
 (K=1) and -17 % (K=8), kernel time only -1.6 %: the insert's time is set by
 its dependent atomics (the CAS loop, then the min), not by the sectors.
 
-Deterministic for a given candidate list, and equal, element for element, to
-the pure-torch ``reference.IdMap``.
+The device passes are in ``id_map_kernels``; this module holds the tables
+and the map that launches them. Deterministic for a given candidate list,
+and equal, element for element, to the pure-torch ``reference.IdMap``.
 """
 from __future__ import annotations
 
 import torch
 import triton
-import triton.language as tl
 
 from . import reference
 from .outputs import MappedHop
-from ._launch import interpreted_block, l2_bytes, next_power_of_2, on_device, on_device_of, use_triton
+from ._launch import l2_bytes, next_power_of_2, on_device, on_device_of, use_triton
+from .id_map_kernels import (LOCAL_BIT, LOW_MAX, TAG_SHIFT, _ASSIGN_BLOCK, _ASSIGN_WARPS, _FLAG_BLOCK, _FLAG_WARPS,
+                             _INSERT_BLOCK, _INSERT_WARPS, _assign_kernel, _flag_kernel, _insert_kernel, _seen_kernel)
 
-_NO_MATCH = -3        # a compare value no key equals: lanes that are done CAS with it (a no-op)
+__all__ = ["IdMap", "DirectTable", "direct_fits", "seen_filters", "DIRECT_MAX_BYTES", "TAG_MAX", "TAG_SHIFT",
+           "LOCAL_BIT", "LOW_MAX"]
+
 _ROW = 4              # words per slot: key, stamp, local id, unused (a row within one 32 B sector)
 _KEY, _STAMP, _LOCAL = 0, 1, 2
 # int32 tables: keys below 2^31 - 1 (the empty key) and stamps too (past it a
 # batch's map widens to int64); a module constant so tests can lower it
 _INT32_LIMIT = 2**31 - 1
 
-# The direct table (module docstring): a word is tag << 37 | kind << 36 | low.
-# A direct table when K x num_nodes words take at most this. Measured on the
-# H200 (fifteenth session), a replayed super-batch of 8 x 8000 seeds on a
+# A direct table (module docstring) when K x num_nodes words take at most
+# this. Measured on the H200, a replayed super-batch of 8 x 8000 seeds on a
 # 5x10^7-node graph: the hash map's insert took 1.33 ms a batch, the direct
 # table's (3.2 GB) 0.29 ms, and the batch 2.45 against 1.42 ms in all.
 DIRECT_MAX_BYTES = 4 << 30
-TAG_SHIFT = 37
-LOCAL_BIT = 1 << 36          # kind 1: low is the node's local id; kind 0: LOW_MAX - the claimant's position
-LOW_MAX = (1 << 36) - 1      # positions and local ids below 2^36 (far past any GPU's memory)
 TAG_MAX = (1 << 26) - 1      # batches between two clears of the table (a module constant: tests lower it)
-# A direct map's flag pass from what each candidate's insert found (its
-# atomic's old word, ``prior``, and ``displaced``: marked by whichever
-# later-arriving candidate of the hop beat its claim), not by reading the
-# table back; and the assign reads the table only for a new node's later
-# occurrences (the module docstring's passes, otherwise unchanged: the same
-# ids). The insert's atomics then return their old word, which the flag
-# pass's random reads must outweigh; they do. Measured on the H200 at
-# 404ba5b (bench_super_batch.py, Chung-Lu 5x10^7 nodes / 10^9 edges, batch
-# 8000, [15, 10, 5], K = 1, the sampler alone, median of 5 passes of 160
-# batches; off / on / off in one call): 1.22 / 0.90 / 0.97 ms a batch, for
-# 9 bytes a candidate more (sampler peak 0.95 against 0.90 GB); the
-# papers100M-scale GraphSAGE epoch with no budget 0.89 / 0.96 s against
-# 0.92-1.00 in the same call. False: the flag pass reads the table back.
-# On a CPU (Triton's interpreter) lanes run in position order, so no claim
-# is ever beaten there (tests/test_id_map.py checks the protocol over any
-# order in Python).
-PRIOR_WORDS = True
 # The seen filter (module docstring) on direct maps of at least this many
 # nodes; None: where one sub-batch's words (8 B a node) take more than twice
-# the GPU's L2 (off under Triton's interpreter, where tests set it). It needs
-# ``PRIOR_WORDS`` (the flag pass then reads no table). Measured on the H200
-# (thirty-seventh session), 20 real batches' hops replayed (Chung-Lu 5x10^7
+# the GPU's L2 (off under Triton's interpreter, where tests set it).
+# Measured on the H200, 20 real batches' hops replayed (Chung-Lu 5x10^7
 # nodes, batch 8000, [15, 10, 5]): the insert 0.288 ms a batch, the filter
 # and an insert of the 24.5 % of candidates it leaves 0.229-0.235 (the
-# filter's L2 atomics alone 0.136); the sampler alone (fused kernel, off /
-# on in one process) K=1 0.82 -> 0.74-0.76 ms a batch, K=8 0.68-0.72 ->
-# 0.60. On cnr2000 (325k nodes, a table the L2 holds) forced on, it cost
-# K=1 up to a quarter: hence the rule. Between the two (thirty-eighth
-# session, Chung-Lu at 20 edges a node, [15, 10, 5], off / on in turn in one
-# process, ms a batch): 8M nodes (off by the rule) K=1 0.761 / 0.765 off
-# against 0.777 / 0.808 on, K=8 0.562 / 0.567 against 0.584 / 0.555; 16M
-# (on) K=1 0.679 / 0.687 against 0.640 / 0.682, K=8 0.605 / 0.605 against
-# 0.557 / 0.560; 25M (on) K=1 0.849 / 0.849 against 0.790 / 0.805, K=8
-# 0.673 / 0.674 against 0.618 / 0.615.
-# Tried and dropped (thirty-eighth session, fb41c3c): the fused sampling
-# kernel marking the filter as it stores a hop's candidates, sparing this
-# pass's reads. The kernel grew by what the pass took (K=1 0.202 ms a
-# batch against 0.118 + 0.083 in the thirty-seventh session's profile; K=8
-# 0.188 against 0.105 + 0.089) and the sampler's wall did not move in the
-# same process: the filter's time is its L2 atomics.
+# filter's L2 atomics alone 0.136); the sampler alone (fused kernel, without
+# / with) K=1 0.82 -> 0.74-0.76 ms a batch, K=8 0.68-0.72 -> 0.60. On
+# cnr2000 (325k nodes, a table the L2 holds) forced on, it cost K=1 up to a
+# quarter: hence the rule. Between the two (Chung-Lu at 20 edges a node,
+# [15, 10, 5], without / with in turn in one process, ms a batch): 8M nodes
+# (off by the rule) K=1 0.761 / 0.765 without against 0.777 / 0.808 with,
+# K=8 0.562 / 0.567 against 0.584 / 0.555; 16M (on) K=1 0.679 / 0.687
+# against 0.640 / 0.682, K=8 0.605 / 0.605 against 0.557 / 0.560; 25M (on)
+# K=1 0.849 / 0.849 against 0.790 / 0.805, K=8 0.673 / 0.674 against 0.618 /
+# 0.615. Marking the filter in the fused sampling kernel as it stores a
+# hop's candidates, instead of this pass, does not pay: the kernel grows by
+# what the pass takes (K=1 0.202 ms a batch against 0.118 + 0.083) and the
+# sampler's wall does not move; the filter's time is its L2 atomics.
 SEEN_MIN_NODES: int | None = None
-_TAG_SHIFT, _LOCAL_BIT, _LOW_MAX = tl.constexpr(TAG_SHIFT), tl.constexpr(LOCAL_BIT), tl.constexpr(LOW_MAX)
-# Candidates a program and its warps, per pass. Measured on the H200
-# (thirty-fourth session; the id map alone replaying 20 real batches' hops,
-# Chung-Lu 5x10^7 nodes, batch 8000, [15, 10, 5], 4.5M candidates a batch):
-# the assign at 256 / 4 took 0.131 ms a batch against 0.161 at 1024 / 4
-# (128 / 2: 0.127, 512 / 4: 0.136, 256 / 1: 0.156), the flag at 512 / 4
-# 0.021 against 0.028; the insert did not move with its shape (256 to 4096
-# candidates, 2 to 16 warps: 0.279-0.312 ms, 1024 / 4 among the fastest).
-# Under the interpreter, larger programs (its cost is per operation).
-# Tried there and dropped: a direct insert that reads the word first and
-# skips the atomic where the word already beats its claim (0.325 against
-# 0.278 ms: the added dependent read costs more than the atomics it saves),
-# and nodes relabelled hot-first, so that hot words share sectors (insert
-# 0.316, atomics on shared sectors queue; 0.297 with the read first).
-# Thirty-sixth session, the same hops: a compact hash table the L2 could
-# mostly hold (64-bit key-and-claim words, a CAS then a max) took 0.76 ms a
-# batch at 64 MB and 0.57 at 512 MB against the direct insert's 0.29, and a
-# sort of the candidates for locality 0.25 alone.
-_INSERT_BLOCK, _INSERT_WARPS = 1024, 4
-_FLAG_BLOCK, _FLAG_WARPS = interpreted_block(512, 1024), 4
-_ASSIGN_BLOCK, _ASSIGN_WARPS = interpreted_block(256, 1024), 4
 
 
 def _empty_word(dtype: torch.dtype) -> int:
@@ -180,238 +138,9 @@ def _empty_word(dtype: torch.dtype) -> int:
     return torch.iinfo(dtype).max
 
 
-@triton.jit
-def _slot_of(table, key, m, cap_mask, hash_shift, EMPTY: tl.constexpr):
-    # Fibonacci hashing (top bits of key * 2^64 / phi); probe linearly until
-    # the key or an empty slot is met. The table is at most half full.
-    b_slot = ((key.to(tl.uint64) * 0x9E3779B97F4A7C15) >> hash_shift).to(tl.int64) & cap_mask
-    b_key = key.to(table.dtype.element_ty)
-    b_active = m
-    while tl.max(b_active.to(tl.int32), axis=0) > 0:
-        # tl.atomic_cas has no mask: finished lanes compare with _NO_MATCH, which
-        # never equals a stored key, so they write nothing.
-        b_cmp = tl.where(b_active, EMPTY, -3).to(table.dtype.element_ty)
-        b_prev = tl.atomic_cas(table + b_slot * 4, b_cmp, b_key, sem="relaxed")
-        b_done = b_active & ((b_prev == EMPTY) | (b_prev == b_key))
-        b_active = b_active & ~b_done
-        b_slot = tl.where(b_active, (b_slot + 1) & cap_mask, b_slot)
-    return b_slot
-
-
-@triton.jit
-def _position_word(tag, pos):
-    # a direct table's word for "claimed by the candidate at ``pos``"
-    return (tag << _TAG_SHIFT) | (_LOW_MAX - pos)
-
-
-@triton.jit
-def _program_keys(cand, cand_batch, num_cand, bound, num_nodes, HAS_BATCH: tl.constexpr, BLOCK: tl.constexpr):
-    # this program's candidate positions, which are valid, and their keys
-    # (``sub_batch * num_nodes + node``)
-    i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m_c = (i_c < bound) & (i_c < tl.load(num_cand))
-    b_key = tl.load(cand + i_c, mask=m_c, other=0)
-    if HAS_BATCH:
-        b_key += tl.load(cand_batch + i_c, mask=m_c, other=0) * num_nodes
-    return i_c, m_c, b_key
-
-
-@triton.jit
-def _seen_word(seen, key):
-    # the filter's word of ``key`` and the shift of its two bits
-    return seen + (key >> 4), ((key & 15) * 2).to(tl.int32)
-
-
-@triton.jit(do_not_specialize=["bound", "num_nodes"])
-def _seen_kernel(
-    seen,        # [ceil(K * num_nodes / 16)] int32: two bits a key (module docstring)
-    cand, cand_batch, num_cand,  # as _insert_kernel's
-    bound, num_nodes,
-    HAS_BATCH: tl.constexpr,
-    BLOCK: tl.constexpr,
-):
-    i_c, m_c, b_key = _program_keys(cand, cand_batch, num_cand, bound, num_nodes, HAS_BATCH, BLOCK)
-    p_word, b_shift = _seen_word(seen, b_key)
-    # relaxed: the insert reads the bits in a later launch
-    b_old = tl.atomic_or(p_word, 1 << b_shift, mask=m_c, sem="relaxed")
-    m_again = m_c & (((b_old >> b_shift) & 3) == 1)  # met once before: now more than once
-    tl.atomic_or(p_word, 2 << b_shift, mask=m_again, sem="relaxed")
-
-
-@triton.jit(do_not_specialize=["bound", "num_nodes", "stamp_base", "cap_mask", "hash_shift"])
-def _insert_kernel(
-    table,       # hash: [cap, 4] int32/int64 rows: key (EMPTY = free), stamp (min of its claimants), local id;
-                 # DIRECT: [K * num_nodes] int64 words (module docstring)
-    tag,         # [1] int64 device: this batch's tag (DIRECT)
-    cand,        # [bound] int64 global node ids
-    cand_batch,  # [bound] int64 sub-batch of each candidate (if HAS_BATCH)
-    num_cand,    # [1] int64 device scalar: valid prefix
-    out_slot,    # [bound] int32 (tables of < 2^31 slots) or int64 out: slot of each candidate
-    prior,       # [bound] int64 out (PRIOR): the word each candidate's atomic found
-    displaced,   # [bound] int8, zeroed (PRIOR): set for a claim a later-arriving earlier candidate beat
-    seen,        # SEEN: the seen filter, after this hop's _seen_kernel
-    bound,
-    num_nodes,   # key = sub_batch * num_nodes + node
-    stamp_base,  # stamp of the candidate at position 0
-    cap_mask,    # table size - 1 (a power of two)
-    hash_shift,  # 64 - log2(table size)
-    EMPTY: tl.constexpr,
-    HAS_BATCH: tl.constexpr,
-    DIRECT: tl.constexpr,
-    PRIOR: tl.constexpr,  # DIRECT only (``PRIOR_WORDS``)
-    SEEN: tl.constexpr,   # DIRECT and PRIOR only: keys met once so far skip the table
-    BLOCK: tl.constexpr,
-):
-    i_c, m_c, b_key = _program_keys(cand, cand_batch, num_cand, bound, num_nodes, HAS_BATCH, BLOCK)
-    # Relaxed atomics (Triton's default is acq_rel, a fence per atomic): no
-    # lane reads what another wrote in this kernel except through the atomic
-    # itself, and the flag and assign passes read the table in later launches.
-    if DIRECT:  # the key is the slot: one atomic, no probing
-        b_slot = b_key
-        b_tag = tl.load(tag)
-        b_claim = _position_word(b_tag, stamp_base + i_c)
-        if PRIOR:
-            # The word found tells the flag pass (``PRIOR_WORDS``) what it would
-            # read back: a claim below ours (another batch's, or one of this
-            # hop's later candidates) left us holding the word, for now; a
-            # claim of this hop we beat is not its node's first occurrence.
-            m_table = m_c
-            if SEEN:  # a key whose bits read 1: its node's only candidate yet, and new
-                p_word, b_shift = _seen_word(seen, b_key)
-                b_bits = (tl.load(p_word, mask=m_c, other=0) >> b_shift) & 3
-                m_table = m_c & (b_bits == 3)
-            b_old = tl.atomic_max(table + b_slot, b_claim, mask=m_table, sem="relaxed")
-            b_old = tl.where(m_table, b_old, 0)  # the empty word: the flag pass makes it a representative
-            tl.store(prior + i_c, b_old, mask=m_c)
-            b_beaten = (b_old >> _TAG_SHIFT == b_tag) & ((b_old & _LOCAL_BIT) == 0)
-            b_pos = _LOW_MAX - (b_old & _LOW_MAX) - stamp_base
-            m_beaten = m_table & b_beaten & (b_old < b_claim) & (b_pos >= 0) & (b_pos < bound)
-            tl.store(displaced + b_pos, tl.full([BLOCK], 1, tl.int8), mask=m_beaten)
-        else:
-            tl.atomic_max(table + b_slot, b_claim, mask=m_c, sem="relaxed")
-    else:
-        b_slot = _slot_of(table, b_key, m_c, cap_mask, hash_shift, EMPTY)
-        tl.atomic_min(table + b_slot * 4 + 1, (stamp_base + i_c).to(table.dtype.element_ty), mask=m_c,
-                      sem="relaxed")
-    tl.store(out_slot + i_c, b_slot.to(out_slot.dtype.element_ty), mask=m_c)
-
-
-@triton.jit(do_not_specialize=["bound", "stamp_base"])
-def _flag_kernel(
-    table, tag, out_slot, num_cand,
-    prior, displaced,  # from _insert_kernel (PRIOR)
-    flags,       # [bound] int32 out: 1 iff the candidate is its node's first occurrence this hop
-    bound, stamp_base,
-    DIRECT: tl.constexpr,
-    PRIOR: tl.constexpr,
-    BLOCK: tl.constexpr,
-):
-    i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m_slot = i_c < bound
-    m_c = m_slot & (i_c < tl.load(num_cand))
-    if PRIOR:  # no read of the table: it held the word when it came, and nothing beat it since
-        b_prior = tl.load(prior + i_c, mask=m_c, other=0)
-        b_beaten = tl.load(displaced + i_c, mask=m_c, other=0)
-        b_first = (b_prior < _position_word(tl.load(tag), stamp_base + i_c)) & (b_beaten == 0)
-    elif DIRECT:
-        b_slot = tl.load(out_slot + i_c, mask=m_c, other=0).to(tl.int64)
-        b_word = tl.load(table + b_slot, mask=m_c, other=0)
-        b_first = b_word == _position_word(tl.load(tag), stamp_base + i_c)
-    else:
-        b_slot = tl.load(out_slot + i_c, mask=m_c, other=0).to(tl.int64)
-        b_stamp = tl.load(table + b_slot * 4 + 1, mask=m_c, other=-1).to(tl.int64)
-        b_first = b_stamp == stamp_base + i_c
-    tl.store(flags + i_c, (m_c & b_first).to(tl.int32), mask=m_slot)
-
-
-@triton.jit(do_not_specialize=["bound", "stamp_base"])
-def _assign_kernel(
-    table,       # hash: [cap, 4] rows: key, stamp, local id (of the slot's node); DIRECT: words
-    tag,         # [1] int64 device (DIRECT)
-    out_slot, cand, cand_batch, num_cand,
-    flags,       # [bound] int32 from _flag_kernel (PRIOR)
-    prior,       # [bound] int64 from _insert_kernel (PRIOR)
-    rank,        # [bound] int32/int64 inclusive cumsum of flags (SEEDS: unused)
-    base,        # [K] int64 nodes each sub-batch had before this hop
-    first_rank,  # [K] int64 SEEDS: position of the sub-batch's first seed;
-                 #   else: new nodes of earlier sub-batches this hop
-    out_local,   # [bound] int64 out: local id of each candidate
-    new_nodes,   # [bound] int64 out: global id of each new node, in rank order
-    new_local,   # [bound] int64 out: its local id (unless LAST)
-    new_batch,   # [bound] int64 out: its sub-batch (if HAS_BATCH, unless LAST)
-    bound, stamp_base,
-    SEEDS: tl.constexpr,  # hop 0: every seed takes the next id, duplicates included
-    LAST: tl.constexpr,   # no hop follows: the table, new_local and new_batch are not written
-    HAS_BATCH: tl.constexpr,
-    DIRECT: tl.constexpr,
-    PRIOR: tl.constexpr,
-    BLOCK: tl.constexpr,
-):
-    i_c = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m_c = (i_c < bound) & (i_c < tl.load(num_cand))
-    b_slot = tl.load(out_slot + i_c, mask=m_c, other=0).to(tl.int64)
-    if DIRECT:
-        # a position word: claimed this hop, by the candidate at LOW_MAX - low;
-        # a local word: the node's local id (an earlier hop's node, or this
-        # hop's whose representative has already written it)
-        b_tag = tl.load(tag)
-        if PRIOR:
-            # read only by this hop's later occurrences of its new nodes: a
-            # representative's word is its own claim, and an earlier hop's
-            # node's local word was what the insert found
-            b_rep_here = m_c & (tl.load(flags + i_c, mask=m_c, other=0) != 0)
-            b_prior = tl.load(prior + i_c, mask=m_c, other=0)
-            b_known = (b_prior >> _TAG_SHIFT == b_tag) & ((b_prior & _LOCAL_BIT) != 0)
-            b_word = tl.load(table + b_slot, mask=m_c & ~b_rep_here & ~b_known, other=0)
-            b_word = tl.where(b_rep_here, _position_word(b_tag, stamp_base + i_c),
-                              tl.where(b_known, b_prior, b_word))
-        else:
-            b_word = tl.load(table + b_slot, mask=m_c, other=0)
-        b_low = b_word & _LOW_MAX
-        b_is_current = (b_word & _LOCAL_BIT) == 0
-        b_stamp = _LOW_MAX - b_low
-    else:
-        b_row = table + b_slot * 4
-        b_stamp = tl.load(b_row + 1, mask=m_c, other=0).to(tl.int64)
-        b_is_current = b_stamp >= stamp_base  # claimed in this hop, not earlier
-    if HAS_BATCH:
-        b_batch = tl.load(cand_batch + i_c, mask=m_c, other=0)
-    else:
-        b_batch = tl.zeros_like(i_c)
-    b_base = tl.load(base + b_batch, mask=m_c, other=0)
-    b_first = tl.load(first_rank + b_batch, mask=m_c, other=0)
-    b_rep = b_stamp - stamp_base
-    b_is_rep = m_c & b_is_current & (b_rep == i_c)
-    if SEEDS:
-        b_local = b_base + i_c - b_first
-        b_rank = i_c
-    else:
-        b_rep_rank = tl.load(rank + b_rep, mask=m_c & b_is_current, other=0).to(tl.int64) - 1
-        if DIRECT:
-            b_old = b_low
-        else:
-            b_old = tl.load(b_row + 2, mask=m_c & ~b_is_current, other=0).to(tl.int64)
-        b_local = tl.where(b_is_current, b_base + b_rep_rank - b_first, b_old)
-        b_rank = b_rep_rank
-    if not LAST:  # later hops find the node's local id in its slot
-        if DIRECT:
-            tl.store(table + b_slot, (b_tag << _TAG_SHIFT) | _LOCAL_BIT | b_local, mask=b_is_rep)
-        else:
-            tl.store(b_row + 2, b_local.to(table.dtype.element_ty), mask=b_is_rep)
-    tl.store(out_local + i_c, b_local, mask=m_c)
-    if not SEEDS:
-        tl.store(new_nodes + b_rank, tl.load(cand + i_c, mask=b_is_rep, other=0), mask=b_is_rep)
-        if not LAST:  # the next hop's frontier: its local ids and sub-batches
-            tl.store(new_local + b_rank, b_local, mask=b_is_rep)
-            if HAS_BATCH:
-                tl.store(new_batch + b_rank, b_batch, mask=b_is_rep)
-
-
 def seen_filters(num_nodes: int, device) -> bool:
     """Whether direct maps over ``num_nodes`` nodes on ``device`` keep the
     seen filter (``SEEN_MIN_NODES``)."""
-    if not PRIOR_WORDS:
-        return False
     if SEEN_MIN_NODES is not None:
         return int(num_nodes) >= SEEN_MIN_NODES
     device = torch.device(device)
@@ -696,7 +425,7 @@ class IdMap:
         self._stamp_base += bound
         prior = displaced = None
         seen = False
-        if self.direct is not None and PRIOR_WORDS:
+        if self.direct is not None:  # the flag pass reads what the insert's atomics found
             prior = torch.empty(bound, dtype=torch.int64, device=self.device)
             displaced = torch.zeros(bound, dtype=torch.int8, device=self.device)
             seen = self._seen is not None
@@ -714,12 +443,11 @@ class IdMap:
             return MappedHop(local, new_nodes, new_local, new_batch, zero,
                              torch.zeros_like(self.base))
         direct = self.direct is not None
-        with_prior = prior is not None
-        if not with_prior:
+        if not direct:
             prior = displaced = slot  # never read
         _flag_kernel[(triton.cdiv(bound, _FLAG_BLOCK),)](
             self.table, self._tag, slot, num_cand, prior, displaced, flags, bound, stamp_base,
-            DIRECT=direct, PRIOR=with_prior, BLOCK=_FLAG_BLOCK, num_warps=_FLAG_WARPS)
+            DIRECT=direct, BLOCK=_FLAG_BLOCK, num_warps=_FLAG_WARPS)
         # int32 ranks where they fit: half the scan's bytes, and the assign's
         # reads of a representative's rank (random) hit a smaller array
         rank = torch.cumsum(flags, 0, dtype=torch.int32 if bound < _INT32_LIMIT else torch.int64)
@@ -729,8 +457,8 @@ class IdMap:
             first = torch.zeros(1, dtype=torch.int64, device=self.device)
         elif cand_ptr is not None:
             # new nodes of sub-batch k: rank at its end minus rank at its start
-            # (measured at cf91ccd: atomics of every candidate into K counters
-            # made a super-batch of 2 sample at 0.45x the speed of 2 batches);
+            # (atomics of every candidate into K counters made a super-batch
+            # of 2 sample at 0.45x the speed of 2 batches, measured);
             # the inclusive rank before position p, without copying the ranks
             ptr = cand_ptr.clamp(max=bound)
             at = torch.where(ptr > 0, rank[(ptr - 1).clamp(min=0)].to(torch.int64), 0)
@@ -749,6 +477,6 @@ class IdMap:
             self.base, first, local, new_nodes, local if last else new_local,
             new_batch if new_batch is not None else local,
             bound, stamp_base, SEEDS=False, LAST=last, HAS_BATCH=cand_batch is not None, DIRECT=direct,
-            PRIOR=with_prior, BLOCK=_ASSIGN_BLOCK, num_warps=_ASSIGN_WARPS)
+            PRIOR=direct, BLOCK=_ASSIGN_BLOCK, num_warps=_ASSIGN_WARPS)
         self.base = self.base + per_batch
         return MappedHop(local, new_nodes, new_local, new_batch, num_new, per_batch)

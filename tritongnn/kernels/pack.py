@@ -15,9 +15,8 @@ compares the returned end with ``out.numel()`` to tell an overflow.
 
 (A super-batch is packed on the host, which reads its boundaries anyway:
 ``sampler.sample_many`` lays each sub-batch's slices end to end with one
-``torch.cat`` a buffer. Its earlier device packing, a Triton launch a hop
-and part, cost more host time than the copies it replaced: bench/results,
-thirty-eighth session.)
+``torch.cat`` a buffer: packing it on the device, a Triton launch a hop and
+part, costs more host time than the copies it replaces; bench/results.)
 """
 from __future__ import annotations
 

@@ -16,12 +16,11 @@ Here one program takes ``BLOCK_NODES`` consecutive frontier nodes and
    ``_count_and_class``), scans the counts in the block (``tl.cumsum``) and
    publishes the block's sum;
 2. draws and reads its nodes' picks, which need no output place yet: one
-   node a lane (``_lane_picks``, the default, ``LANES``): Floyd's steps
-   compare a node's earlier picks in its own lane (``sample._floyd_lanes``)
-   and each pick is read as it is drawn; or, staging (``stage``) or past
-   32 draws a node, with the grouped tile (``sample_grouped._grouped_picks``:
-   the ``[nodes x fanout]`` layout, rows of degree ``<= d_max`` staged by
-   one coalesced load);
+   node a lane (``_lane_picks``): Floyd's steps compare a node's earlier
+   picks in its own lane (``sample_common._floyd_lanes``) and each pick is
+   read as it is drawn; past 32 draws a node (unrolling them would take
+   minutes to compile), with the grouped tile's ``[nodes x fanout]`` layout
+   (``sample_grouped._grouped_picks``, its rows not staged);
 3. finds where its block's edges start with a *decoupled look-back*
    (Merrill and Garland's single-pass scan): it walks back over its
    predecessors' published values until one carries an inclusive prefix,
@@ -33,25 +32,26 @@ Here one program takes ``BLOCK_NODES`` consecutive frontier nodes and
    atomic exchange and read by one volatile load, so no reader sees a flag
    without its value, and nothing else is published through it: every
    atomic here is ``relaxed``. (With the default ``acq_rel`` each one
-   compiled to ``MEMBAR.ALL.GPU`` before and ``CCTL.IVALL`` after: the
-   inclusive publish waited for the block's own pick reads, and its
-   successors with it. Relaxed, the large graph's hops 2 and 3 went from
-   1.41 / 1.40x to 1.54 / 1.53x the foundation hop; ``bench/results``,
-   thirty-second session);
+   compiles to ``MEMBAR.ALL.GPU`` before and ``CCTL.IVALL`` after: the
+   inclusive publish waits for the block's own pick reads, and its
+   successors with it. Relaxed, the large graph's hops 2 and 3 run at 1.54 /
+   1.53x the foundation hop against 1.41 / 1.40x; ``bench/results``);
 4. stores its edges through ``[nodes x fanout]`` tiles, which a warp
    stores coalesced (``_write_lanes``, ``sample_grouped._write_edges``),
    and, where its block holds a sub-batch's first position, that
    sub-batch's ``edge_ptr``.
 
-Why lanes. Nsight Compute on the large graph's hop 2 (``bench/results``,
-thirty-first session): with the grouped tile, a warp issued ~4,900
-instructions at 8.4 cycles each, 2.7 warps a scheduler. Most were Floyd's
-steps on the ``[BN, FP]`` tile, each a reduction across 16 lanes and two
-layout changes. In lanes the kernel takes 96 registers at fanout 10
-(160 with the tile's steps at 3fb8873: 5 programs an SM against 3) and
-1,944 static instructions (4,416), and ran the large graph's hops at 1.85 /
-1.43 / 1.43x the foundation hop (in the tile, its steps in lanes too: 1.57
-/ 1.30 / 1.29x; both before the relaxed atomics).
+Why lanes. Nsight Compute on the large graph's hop 2 (``bench/results``):
+with the grouped tile, a warp issues ~4,900 instructions at 8.4 cycles
+each, 2.7 warps a scheduler. Most are Floyd's steps on the ``[BN, FP]``
+tile, each a reduction across 16 lanes and two layout changes. In lanes the
+kernel takes 96 registers at fanout 10 (160 with the tile's steps: 5
+programs an SM against 3) and 1,944 static instructions (4,416), and runs
+the large graph's hops at 1.85 / 1.43 / 1.43x the foundation hop (in the
+tile, its steps in lanes too: 1.57 / 1.30 / 1.29x; both with ``acq_rel``
+atomics). Staging rows as the grouped kernels do takes their blocks of 16
+nodes and ran the hop at 0.37-0.51x the foundation's on the large graph's
+two larger hops, so the fused kernel reads every pick from memory.
 
 The per-node arrays never leave registers, and a hop is two graph nodes
 (the status words' memset and this kernel) instead of four kernels. What the
@@ -78,16 +78,16 @@ import triton.language as tl
 
 from ._launch import interpreted_block, next_power_of_2
 from .classify import _count_and_class, _load_tiered, _row_bounds
-from .sample import _below, _floyd_lanes, _lane_words, _node_streams
-from .sample_grouped import _grouped_picks, _launch_settings as _grouped_settings, _write_edges
+from .sample_common import _below, _floyd_lanes, _lane_words, _node_streams
+from .sample_grouped import _grouped_picks, _write_edges
 
 # A status word is value << 2 | flag: 0 not published yet, 1 the block's own
 # sum, 2 the sum of every block up to and including it (its inclusive prefix).
 # Predecessors' words read at once by a block's look-back.
 LOOK_BACK = 32
-# Draw and read one node a lane (``_lane_picks``), else with the grouped
-# ``[BN, FP]`` tile (always when staging, or past 32 draws a node).
-LANES = True
+# Past this many draws a node, the picks are drawn on the grouped ``[BN, FP]``
+# tile instead of one node a lane (``_lane_picks``' steps are unrolled)
+MAX_LANE_FANOUT = 32
 
 
 @triton.jit
@@ -181,10 +181,10 @@ def _write_lanes(out_src, out_dst, out_eid, out_batch, b_srcs, b_poss, b_count, 
     """Store ``_lane_picks``' edges, node ``n``'s ``s``-th at ``b_end[n] -
     b_count[n] + s``, through ``[BN, FP]`` tiles (``_stack_lanes``, then
     the grouped kernels' ``_write_edges``): the compiler moves them into a
-    layout a warp stores coalesced. (Stored a
-    lane at a time instead, a warp's 32 stores hit 32 rows: measured
-    0.78x and 0.93x the foundation hop on the large graph's hops 2 and 3,
-    against 1.28x and 1.37x through tiles; bench/results/README.md.)"""
+    layout a warp stores coalesced. (Stored a lane at a time instead, a
+    warp's 32 stores hit 32 rows: measured 0.78x and 0.93x the foundation
+    hop on the large graph's hops 2 and 3, against 1.28x and 1.37x through
+    tiles; bench/results/README.md.)"""
     b_src = _stack_lanes(b_srcs, FANOUT, FANOUT_PAD, BLOCK_NODES).to(tl.int64)
     if WRITE_EID:
         b_pos = _stack_lanes(b_poss, FANOUT, FANOUT_PAD, BLOCK_NODES)
@@ -219,9 +219,6 @@ def _fused_kernel(
     num_batches,     # K
     FANOUT: tl.constexpr,
     FANOUT_PAD: tl.constexpr,
-    D_MAX: tl.constexpr,
-    TILE: tl.constexpr,
-    STAGE: tl.constexpr,
     REPLACE: tl.constexpr,
     WRITE_EID: tl.constexpr,
     TIERED: tl.constexpr,
@@ -229,7 +226,7 @@ def _fused_kernel(
     BLOCK_NODES: tl.constexpr,
     BLOCK_K: tl.constexpr,  # >= K + 1, a power of two
     LOOK_BACK: tl.constexpr,  # predecessors' status words read at once
-    LANES: tl.constexpr,      # draw and read one node a lane (_lane_picks), else in the grouped tile
+    LANES: tl.constexpr,      # draw and read one node a lane (_lane_picks), else on the grouped tile
 ):
     ticket = tl.atomic_add(status, 1, sem="relaxed").to(tl.int64)
     first = ticket * BLOCK_NODES
@@ -257,8 +254,9 @@ def _fused_kernel(
             b_srcs, b_poss, b_count = _lane_picks(indices, hot_indices, num_hot_edges, b_start, b_deg, b_seed, b_draw,
                                                   m_n, FANOUT, REPLACE, TIERED)
         else:
+            # (the tile unstaged: D_MAX and TILE unused)
             b_src, b_pos, b_count, m_e = _grouped_picks(indices, hot_indices, num_hot_edges, b_start, b_deg, b_seed,
-                                                        b_draw, m_n, FANOUT, FANOUT_PAD, D_MAX, TILE, STAGE, REPLACE,
+                                                        b_draw, m_n, FANOUT, FANOUT_PAD, 1, FANOUT_PAD, False, REPLACE,
                                                         TIERED, False, HAS_BATCH, BLOCK_NODES)
         prefix = _look_back(status, ticket, block_sum, LOOK_BACK)
 
@@ -283,45 +281,40 @@ def _fused_kernel(
                          b_dst, b_batch, FANOUT_PAD, WRITE_EID, HAS_BATCH, BLOCK_NODES)
 
 
-def _launch_settings(fanout_pad: int, d_max: int, stage: bool) -> tuple[int, int, int | None]:
-    """``(BLOCK_NODES, num_warps, maxnreg)``: the grouped kernel's shapes when
-    staging, else the foundation kernel's ``[BN, FP]`` tile of ~2048
-    elements but at most 128 nodes (fanouts 9-16: 128 nodes a program).
+def _launch_settings(fanout_pad: int) -> tuple[int, int, int | None]:
+    """``(BLOCK_NODES, num_warps, maxnreg)``: the foundation kernel's
+    ``[BN, FP]`` tile of ~2048 elements but at most 128 nodes (fanouts 9-16:
+    128 nodes a program).
 
-    Measured on an H200 (``bench/results/README.md``, 7683140), 4 warps:
-    fanout 5 at 128 nodes 1.43x the foundation hop (0.127 ms), at 256 (the
-    foundation's tile) 1.20x, 512 with 8 warps 0.98x; fanouts 10 and 15 at
-    128 nodes 1.17-1.65x, 256 with 8 warps 0.89-1.51x. Fewer nodes a
-    program mean more programs in flight and a shorter wait on a block's
-    predecessors; below 128, more blocks in the look-back's chain.
+    Measured on an H200 (``bench/results/README.md``), 4 warps: fanout 5 at
+    128 nodes 1.43x the foundation hop (0.127 ms), at 256 (the foundation's
+    tile) 1.20x, 512 with 8 warps 0.98x; fanouts 10 and 15 at 128 nodes
+    1.17-1.65x, 256 with 8 warps 0.89-1.51x. Fewer nodes a program mean more
+    programs in flight and a shorter wait on a block's predecessors; below
+    128, more blocks in the look-back's chain. Drawing in lanes at 256 nodes
+    with 8 or 4 warps, or 64 with 2, is slower than 128 with 4 on every
+    large-graph hop.
 
-    No register cap (``maxnreg``, the third value, for the benches): with
-    the grouped tile at 84c96a6, caps of 128, 96 and 80 registers (4-6
-    programs an SM, spilling) ran the large graph's hop 2 at 1.07-1.17x
-    against 1.16x uncapped. Drawing in lanes (a34c159, lanes stored one at
-    a time) at 256 nodes with 8 or 4 warps, or 64 with 2, was slower than
-    128 with 4 on every large-graph hop."""
-    if stage:
-        return *_grouped_settings(fanout_pad, d_max, True), None
+    No register cap (``maxnreg``, the third value, for the benches): on the
+    grouped tile, caps of 128, 96 and 80 registers (4-6 programs an SM,
+    spilling) ran the large graph's hop 2 at 1.07-1.17x against 1.16x
+    uncapped."""
     return interpreted_block(max(16, min(128, 2048 // fanout_pad)), 256), 4, None
 
 
 def launch_fused(indptr, hot_indptr, indices, hot_indices, frontier, frontier_local, num_frontier,
                  frontier_batch, batch_ptr, seed, src, dst, eid, batch, fanout: int, replace: bool,
-                 return_eid: bool, tiered: bool, d_max: int, stage: bool) -> torch.Tensor:
+                 return_eid: bool, tiered: bool) -> torch.Tensor:
     """Write one hop's edges into ``src``/``dst``/``eid``/``batch`` (``bound *
     fanout`` slots, ``fanout >= 1``) in one launch and return ``edge_ptr``
     (``[K + 1]``). Called by ``sample.sample_neighbors`` with its checked
-    arguments; ``frontier_batch``/``batch_ptr`` None for one batch.
-    ``stage``: rows of degree ``<= d_max`` go through the staged tile."""
+    arguments; ``frontier_batch``/``batch_ptr`` None for one batch."""
     device = frontier.device
     bound = frontier.numel()
     has_batch = frontier_batch is not None
     num_batches = batch_ptr.numel() - 1 if has_batch else 1
     fanout_pad = next_power_of_2(fanout)
-    if not stage:
-        d_max = 1  # unused: one compiled variant for every d_max
-    block_nodes, num_warps, maxnreg = _launch_settings(fanout_pad, d_max, stage)
+    block_nodes, num_warps, maxnreg = _launch_settings(fanout_pad)
     # one block more than the nodes need: position ``bound`` (the end of a
     # full buffer) has a block too, which writes edge_ptr[K]
     programs = bound // block_nodes + 1
@@ -333,7 +326,7 @@ def launch_fused(indptr, hot_indptr, indices, hot_indices, frontier, frontier_lo
         indptr, hot_indptr, indices, hot_indices, frontier, frontier_local.contiguous(), num_frontier,
         frontier_batch.contiguous(), batch_ptr, seed, status, src, dst, eid, batch, edge_ptr, bound,
         hot_indptr.numel() - 1, hot_indices.numel(), num_batches, FANOUT=fanout, FANOUT_PAD=fanout_pad,
-        D_MAX=d_max, TILE=max(d_max, fanout_pad), STAGE=stage, REPLACE=replace, WRITE_EID=return_eid,
-        TIERED=tiered, HAS_BATCH=has_batch, BLOCK_NODES=block_nodes, BLOCK_K=next_power_of_2(num_batches + 1),
-        LOOK_BACK=LOOK_BACK, LANES=LANES and not stage and fanout <= 32, num_warps=num_warps, maxnreg=maxnreg)
+        REPLACE=replace, WRITE_EID=return_eid, TIERED=tiered, HAS_BATCH=has_batch, BLOCK_NODES=block_nodes,
+        BLOCK_K=next_power_of_2(num_batches + 1), LOOK_BACK=LOOK_BACK, LANES=fanout <= MAX_LANE_FANOUT,
+        num_warps=num_warps, maxnreg=maxnreg)
     return edge_ptr

@@ -1,6 +1,6 @@
 """Grouped neighbour sampling (GARDEN's grouping-based parallel sampler, GPS).
 
-The same contract and the same random stream as ``sample._sample_kernel``:
+The same contract and the same random stream as ``sample_foundation._sample_kernel``:
 only the way neighbour ids are read changes. ``sample_neighbors(...,
 method="grouped")`` selects it; the row kernel, offsets and the ``fanout =
 -1`` path are shared.
@@ -25,7 +25,7 @@ ids), and the picks are taken from it with ``tl.gather(tile, pick, axis=1)``
 it: GARDEN's staging buffer). Full nodes are staged the same way (their rows
 fit the tile), which is their contiguous row copy.
 
-Bit-identical by construction. The draws come from ``sample._draw_positions``
+Bit-identical by construction. The draws come from ``sample_common._draw_positions``
 (draw ``j`` of frontier position ``i``: word ``j % 4`` of Philox at
 counter ``i * ceil(fanout / 4) + j // 4``, then Robert Floyd's algorithm),
 which the foundation kernel calls too, and a staged pick reads
@@ -39,14 +39,13 @@ Why staging could pay, and where it does. Measured on an H200
 (``bench/results/README.md``): 0.67-1.13x the foundation kernel's speed
 with adjacency in GPU memory, where Nsight Compute shows twice the useful
 bytes per sector and 10-15x fewer sectors per request but the foundation
-kernel is not bound by requests (``sample_fused`` shares this kernel's tile
-and its staging, off there). Through UVA, with the frontier in sampling
-order, 1.00-1.16x a hop (``grouped_split``) and 1.35-1.38x a batch of the
-10^9-edge graph (thirty-fourth session); with it in node-id order (where
-``sample.sorts_frontier`` sorts it, 3.7x faster for every kernel), this
-kernel in one launch 1.20 / 1.37 / 1.14x a hop and 1.19x a batch, the split
-pair 0.96-1.03x (thirty-fifth session). ``method="auto"`` takes the one or
-the other where every row crosses PCIe.
+kernel is not bound by requests (``sample_fused`` shares this kernel's tile,
+unstaged). Through UVA, with the frontier in sampling order, 1.00-1.16x a
+hop (``grouped_split``) and 1.35-1.38x a batch of the 10^9-edge graph; with
+it in node-id order (where ``sample.sorts_frontier`` sorts it, 3.7x faster
+for every kernel), this kernel in one launch 1.20 / 1.37 / 1.14x a hop and
+1.19x a batch, the split pair 0.96-1.03x. ``method="auto"`` takes the one
+or the other where every row crosses PCIe.
 
 - The staged load needs no random number, so it is issued *before* Floyd's
   arithmetic and its latency overlaps it; the foundation kernel can only
@@ -86,7 +85,8 @@ import triton
 import triton.language as tl
 
 from ._launch import interpreted_block, new_stream, next_power_of_2, reserved
-from .sample import _draw_positions, _load_tiered, _node_streams
+from .classify import _load_tiered
+from .sample_common import _draw_positions, _node_streams
 
 
 @triton.jit
@@ -319,8 +319,8 @@ def launch_grouped(indices, hot_indices, frontier_local, classified, num_frontie
         # the first sub-batch's full nodes as "full", the rest as "random"
         # (whose kernel copies a full node's row as the other would).
         # Partitioning every sub-batch's full nodes first (``_full_first``
-        # over this order) was slower: cnr2000 through UVA, K=8, 0.455-0.482
-        # ms a batch against 0.402-0.457 (H200, thirty-sixth session)
+        # over this order) is slower: cnr2000 through UVA, K=8, 0.455-0.482
+        # ms a batch against 0.402-0.457 (H200)
         order, num_full = classified.order, classified.num_full[:1]
     elif split and not replace:
         order, num_full = _full_first(classified.visit, degree, num_frontier, fanout)

@@ -11,7 +11,7 @@ later layers read (``conv.TrimToDestinations``). ``SAGEConv`` adds its root
 term by ``addmm_`` and the root rows' gradient in place, and a normalised
 ``GCNConv`` adds its self loops' messages without appending loops to
 ``edge_index`` and aggregates before its linear map where that is cheaper
-(their docstrings; ``conv.FUSED_FORWARD = False`` takes PyG's forwards).
+(their docstrings).
 Anything the kernels do not cover (other aggregations, sparse adjacency,
 explain mode, hooks) falls back to PyG.
 """

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+from torch.nn.modules import module as nn_module
 from torch.nn.parameter import UninitializedParameter
 from torch_geometric.nn import GAT as PyGGAT
 from torch_geometric.nn import GATConv as PyGGATConv
@@ -19,11 +20,6 @@ from ..kernels.attention import MAX_CHANNELS as _ATTENTION_MAX_CHANNELS, attend
 from .functional import add_bias, linear
 
 _KERNEL_AGGRS = {"mean": "mean", "sum": "sum", "add": "sum"}
-
-# SAGEConv's and GCNConv's own forwards where they apply (their
-# docstrings); False: PyG's, for timing the two
-FUSED_FORWARD = True
-
 
 class _KernelPropagate:
     """``propagate`` through ``kernels.aggregate`` for layers whose message
@@ -81,7 +77,6 @@ def _plain_linear(lin, with_bias: bool = False) -> bool:
     ``with_bias``), initialised, with no hooks: its ``weight`` (and
     ``bias``) alone are its forward, so a caller may fold it into a matmul
     of its own."""
-    from torch.nn.modules import module as nn_module
     return (type(lin) is PyGLinear and (with_bias or lin.bias is None)
             and not isinstance(lin.weight, UninitializedParameter)
             and not (lin._forward_hooks or lin._forward_pre_hooks or lin._backward_hooks
@@ -131,8 +126,7 @@ class SAGEConv(_KernelPropagate, PyGSAGEConv):
     temporary and sum), and destinations that lead the sources (a sampled
     block's, or ``x`` itself) are read through ``aggregate(with_root=True)``,
     whose backward adds their gradient into the sources' in place (no
-    zero-padded gradient to allocate and sum). ``FUSED_FORWARD = False``
-    takes PyG's forward throughout, for timing the two.
+    zero-padded gradient to allocate and sum).
     """
 
     # in the class itself: PyG then keeps it instead of compiling its own
@@ -140,7 +134,7 @@ class SAGEConv(_KernelPropagate, PyGSAGEConv):
 
     def forward(self, x, edge_index, size=None):
         pair = (x, x) if isinstance(x, torch.Tensor) else x
-        if not (FUSED_FORWARD and isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], torch.Tensor)
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], torch.Tensor)
                 and size is None and self.root_weight and not self.project and not self.normalize
                 and _plain_linear(self.lin_r) and self._kernel_covers(edge_index, {"x": pair})
                 and pair[1].dtype == self.lin_r.weight.dtype
@@ -176,7 +170,7 @@ class GCNConv(_KernelPropagate, PyGGCNConv):
     linear maps, ``A (x W)`` as PyG or ``(A x) W`` (``_aggregate_first``):
     aggregating first needs no gradient through the aggregation when ``x``
     needs none (a model's input features) and runs ``lin`` on the
-    destinations only. ``FUSED_FORWARD = False``: PyG's.
+    destinations only.
 
     It also takes ``x`` as a pair ``(x_src, x_dst)`` whose ``x_dst`` is
     ``x_src``'s leading rows (``TrimToDestinations``, as ``GCN`` trims):
@@ -195,7 +189,7 @@ class GCNConv(_KernelPropagate, PyGGCNConv):
         else:
             x_src = x_dst = x
         given = {"x": x_src} if edge_weight is None else {"x": x_src, "edge_weight": edge_weight}
-        if not (FUSED_FORWARD and self.normalize and self.add_self_loops and not self.cached
+        if not (self.normalize and self.add_self_loops and not self.cached
                 and self._kernel_covers(edge_index, given)
                 and (edge_weight is None or edge_weight.is_floating_point())):
             out = PyGGCNConv.forward(self, x_src, edge_index, edge_weight)
@@ -263,7 +257,7 @@ class GATConv(PyGGATConv):
     apply, PyG's forward runs: edge features, attention dropout while
     training, ``return_attention_weights``, an explicit ``size``, a sparse
     ``edge_index``, another aggregation, hooks or explain mode, heads wider
-    than ``kernels.attention.MAX_CHANNELS``, or ``FUSED_FORWARD = False``.
+    than ``kernels.attention.MAX_CHANNELS``.
     A pair ``(x, x[:k])`` (``TrimToDestinations``) maps the destinations'
     rows once, with the sources'.
     """
@@ -279,7 +273,7 @@ class GATConv(PyGGATConv):
 
     def forward(self, x, edge_index, edge_attr=None, size=None, return_attention_weights=None):
         pair = (x, x) if isinstance(x, torch.Tensor) else x
-        if not (FUSED_FORWARD and isinstance(pair, tuple) and len(pair) == 2
+        if not (isinstance(pair, tuple) and len(pair) == 2
                 and all(isinstance(t, torch.Tensor) and t.dim() == 2 and t.dtype in _KERNEL_DTYPES for t in pair)
                 and edge_attr is None and size is None and not return_attention_weights
                 and (self.dropout == 0 or not self.training) and self.aggr in ("add", "sum")

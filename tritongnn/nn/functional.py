@@ -5,8 +5,7 @@ torch's backward of ``linear`` / ``x + bias`` sums the output gradient over
 the rows with its own reduction, which is slow for a tall, narrow gradient
 (``kernels.reduce``'s docstring): 0.40 ms of a 3.6 ms GraphSAGE step on an
 H200. ``linear`` and ``add_bias`` compute the same forward and the same
-gradients otherwise (the matmuls are torch's); ``BIAS_COLUMN_SUM = False``
-takes torch's own throughout, for timing the two.
+gradients otherwise (the matmuls are torch's).
 """
 from __future__ import annotations
 
@@ -14,8 +13,6 @@ import torch
 import torch.nn.functional as F
 
 from ..kernels.reduce import column_sum
-
-BIAS_COLUMN_SUM = True
 
 
 def _bias_grad(grad: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -74,7 +71,7 @@ def _ours(x: torch.Tensor, bias: torch.Tensor | None) -> bool:
     dtype the kernel reads, outside autocast and functorch's transforms
     (torch's own there). On a CPU without the interpreter ``column_sum`` is
     torch's sum; forward-mode AD gets each Function's ``jvp``."""
-    return (BIAS_COLUMN_SUM and bias is not None and bias.requires_grad and torch.is_grad_enabled()
+    return (bias is not None and bias.requires_grad and torch.is_grad_enabled()
             and x.dtype == bias.dtype and x.dtype in (torch.float32, torch.float16, torch.bfloat16)
             and not torch.is_autocast_enabled(x.device.type)
             and not torch._C._functorch.is_functorch_wrapped_tensor(x))
