@@ -17,7 +17,7 @@ host's used memory (``MemTotal - MemAvailable``).
 
 Usage (nvidia-h200-x2)::
 
-    NCCL_NVLS_ENABLE=0 python bench/bench_ddp.py --world-sizes 1 2 --out bench/results/ddp.json
+    NCCL_NVLS_ENABLE=0 python bench/ddp.py --world-sizes 1 2 --out bench/results/ddp.json
 
 ``--device cpu`` runs a small graph with gloo: a smoke test of the script.
 """
@@ -34,10 +34,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from _record import append_record, new_record  # noqa: E402
-
-GB = 1e9
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import GB, ROOT, append_record, new_record  # noqa: E402
 
 
 def data_files(args) -> Path:
@@ -166,7 +164,7 @@ def main():
                f"--features={args.features}", f"--train-classes={args.train_classes}",
                f"--batch-size={args.batch_size}", f"--hidden={args.hidden}", f"--budget-gb={args.budget_gb}",
                f"--epochs={args.epochs}", "--num-neighbors", *map(str, args.num_neighbors)]
-        env = dict(os.environ, NCCL_NVLS_ENABLE="0", PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+        env = dict(os.environ, NCCL_NVLS_ENABLE="0", PYTHONPATH=ROOT)
         subprocess.run(cmd, check=True, env=env)
         rows.append(json.loads(row_out.read_text()))
         r = rows[-1]
