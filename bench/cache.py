@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
-import json
 import os
 import sys
 import time
@@ -225,9 +224,6 @@ def main():
         row["policy"] = policy
         rows.append(row)
         print(summary_line(row), flush=True)
-        if args.out:  # as measured: a run cut short keeps what it measured
-            with open(args.out + ".rows", "a") as f:
-                f.write(json.dumps({k: v for k, v in row.items() if k != "_profile"}) + "\n")
         return row
 
     for budget in args.budgets_gb:

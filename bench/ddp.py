@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import GB, ROOT, append_record, new_record  # noqa: E402
+from common import GB, ROOT, append_record, new_record, print_settings  # noqa: E402
 
 
 def data_files(args) -> Path:
@@ -154,6 +154,12 @@ def main():
         return worker(args)
     if args.device == "cpu" and args.nodes == parser.get_default("nodes"):
         args.nodes, args.edges, args.features, args.batch_size, args.budget_gb = 20_000, 200_000, 16, 256, 0.0005
+    settings = dict(graph=f"Chung-Lu {args.nodes} nodes, {args.edges} edges, {args.features} float32 features",
+                    seeds_from=f"classes < {args.train_classes}", num_neighbors=args.num_neighbors,
+                    batch_size_per_gpu=args.batch_size, budget_gb_per_gpu=args.budget_gb, epochs=args.epochs,
+                    model=f"tritongnn.nn.GraphSAGE hidden {args.hidden}, trimmed, DDP")
+    device = torch.device("cuda") if args.device == "cuda" else None
+    print_settings(device or torch.device("cpu"), dict(settings, world_sizes=args.world_sizes))
     generate(args)
     rows = []
     for n in args.world_sizes:
@@ -179,11 +185,6 @@ def main():
     for name, ratio in ratios.items():
         print(f"{name} GPU(s): {ratio['speedup']:.2f}x faster per epoch, host memory "
               f"{ratio['host_memory_ratio']:.2f}x", flush=True)
-    settings = dict(graph=f"Chung-Lu {args.nodes} nodes, {args.edges} edges, {args.features} float32 features",
-                    seeds_from=f"classes < {args.train_classes}", num_neighbors=args.num_neighbors,
-                    batch_size_per_gpu=args.batch_size, budget_gb_per_gpu=args.budget_gb, epochs=args.epochs,
-                    model=f"tritongnn.nn.GraphSAGE hidden {args.hidden}, trimmed, DDP")
-    device = torch.device("cuda") if args.device == "cuda" else None
     append_record(args.out, new_record("ddp", device, args.commit, settings=settings, rows=rows, ratios=ratios))
 
 

@@ -236,7 +236,6 @@ def hop_scenario(name, graph, args, device, emit):
                 emit(dict(common, method="floor", label="floor: the reads alone", d_max=None, return_eid=True,
                           edges=e, correct=correct, ms_cold=cold, ms_warm=warm, medges_per_s_cold=e / cold / 1e3,
                           speedup_cold=base[0] / cold, speedup_warm=base[1] / warm))
-        del g
 
 
 # ------------------------------------------------------------ super_batch
