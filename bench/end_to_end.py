@@ -89,6 +89,8 @@ def parse_args(argv=None):
     p.add_argument("--features", type=int, default=128)
     p.add_argument("--classes", type=int, default=172)
     p.add_argument("--train", type=int, default=1_200_000, help="training seeds")
+    p.add_argument("--val", type=int, default=125_000, help="validation nodes (not read; they shape the split)")
+    p.add_argument("--test", type=int, default=214_000, help="test nodes (not read; they shape the split)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-dir", default="/tmp/tritongnn-data", help="where the topology is stored")
     p.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
@@ -197,8 +199,8 @@ def load_graph(args, device) -> dict:
     if not (path / "done").exists():
         path.mkdir(parents=True, exist_ok=True)
         data = chung_lu(args.nodes, args.edges, num_classes=args.classes, num_features=1,
-                        train_fraction=args.train / args.nodes, val_fraction=0.0, test_fraction=0.0, device=device,
-                        seed=args.seed)
+                        train_fraction=args.train / args.nodes, val_fraction=args.val / args.nodes,
+                        test_fraction=args.test / args.nodes, device=device, seed=args.seed)
         graph = CSCGraph.from_edge_index(data.edge_index, args.nodes)
         arrays = dict(indptr=graph.indptr, indices=graph.indices, y=data.y,
                       train=torch.nonzero(data.train_mask).flatten())

@@ -159,12 +159,15 @@ def test_benchmark_scripts_run_on_the_cpu(tmp_path, script, args):
         assert all(r["correct"] and r["speedup"] > 0 for r in record["rows"])
 
 
+SMALL_GRAPH = ["--nodes", "3000", "--edges", "20000", "--classes", "8", "--train", "400", "--val", "100",
+               "--test", "100", "--batch-size", "64", "--num-neighbors", "4", "3"]
+
+
 def test_end_to_end_scenarios_on_a_small_graph(tmp_path):
     out, table = tmp_path / "e2e.json", tmp_path / "e2e.csv"
     stdout = run_bench("end_to_end.py", [
         "--scenario", "alone", "headline", "ablation", "models", "scaling",
-        "--nodes", "3000", "--edges", "20000", "--classes", "8", "--train", "400", "--batch-size", "64",
-        "--num-neighbors", "4", "3", "--budgets-gb", "0.0001", "0", "--warmup", "1", "--batches", "2",
+        *SMALL_GRAPH, "--budgets-gb", "0.0001", "0", "--warmup", "1", "--batches", "2",
         "--alone-repeats", "3", "--loaders", "{}", '{"super_batch": 2, "reuse": "group"}',
         "--scaling-batch-sizes", "32", "--scaling-fanouts", "3,2", "--scaling-budgets-gb", "0.0001",
         "--data-dir", str(tmp_path / "data"), "--out", str(out), "--csv", str(table)])
@@ -195,10 +198,9 @@ def test_end_to_end_scenarios_on_a_small_graph(tmp_path):
     assert (tmp_path / "a.png").stat().st_size > 0 and (tmp_path / "s.png").stat().st_size > 0
     # whole passes (--epochs): every batch of each pass counted, 400 seeds by 64
     passes = tmp_path / "passes.json"
-    run_bench("end_to_end.py", ["--scenario", "headline", "--nodes", "3000", "--edges", "20000", "--classes", "8",
-                                "--train", "400", "--batch-size", "64", "--num-neighbors", "4", "3",
-                                "--budgets-gb", "0", "--loaders", "{}", "--warmup", "1", "--epochs", "2",
-                                "--data-dir", str(tmp_path / "data"), "--out", str(passes)])
+    run_bench("end_to_end.py", ["--scenario", "headline", *SMALL_GRAPH, "--budgets-gb", "0", "--loaders", "{}",
+                                "--warmup", "1", "--epochs", "2", "--data-dir", str(tmp_path / "data"),
+                                "--out", str(passes)])
     [row] = last_record(passes)["rows"]
     assert row["epochs_timed"] == 2 and row["batches_per_epoch"] == 7 and \
         row["split"]["batches"] == row["batches_timed"] == 2 * 7
