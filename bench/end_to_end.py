@@ -41,11 +41,20 @@ trimming at ``--matmul-precision`` (``high``: TF32). Ratios to PyG's loader
 and to the model alone are taken within one run.
 
     E2E="python bench/end_to_end.py --out bench/results/end_to_end.json --csv bench/results/end_to_end.csv"
-    $E2E --scenario headline --budgets-gb 24 0 --epochs 1 --warmup 16 --pyg-workers 0 12 --pyg-pin-memory 0 --pyg-batches 6
+    PYG="--pyg-workers 0 12 --pyg-pin-memory 0 --pyg-batches 6"
+    $E2E --scenario headline --budgets-gb 24 --epochs 1 --warmup 16 $PYG
+    $E2E --scenario headline --budgets-gb 0 --epochs 1 --warmup 16 --loaders '{}' --pyg-workers
     $E2E --scenario memory_caps --caps-gb 24 40 0 --caps-out bench/results/papers100m.json
-    $E2E --scenario alone ablation --budgets-gb 24 0 --epochs 1 --warmup 16 --pyg-workers 0 12
-    $E2E --scenario alone models --budgets-gb 24 --batches 30 --warmup 16 --pyg-workers 0 12
+    $E2E --scenario alone ablation --budgets-gb 24 --epochs 1 --warmup 16 $PYG
+    $E2E --scenario alone ablation --budgets-gb 0 --epochs 1 --warmup 16 --pyg-workers
+    $E2E --scenario alone models --budgets-gb 24 --batches 30 --warmup 16 $PYG
     $E2E --scenario scaling --budgets-gb 24 --batches 20 --warmup 16
+    python bench/plots.py end_to_end bench/results/end_to_end.csv --ablation-png bench/results/end_to_end_ablation.png --scaling-png bench/results/end_to_end_scaling.png
+
+Each line is sized for one call of at most ten minutes on one H100 or
+H200, the graph's set-up included (the topology generated, or mapped where
+``--data-dir`` was kept, and the features made); ``--pyg-workers`` with no
+value leaves PyG's loader out.
 
 ``--device cpu --nodes 3000 --edges 20000 --train 400`` is a smoke test.
 """
