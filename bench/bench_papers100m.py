@@ -34,9 +34,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _record import append_record, new_record  # noqa: E402
+from common import append_record, new_record, print_settings  # noqa: E402
 
 from tritongnn import NeighborLoader  # noqa: E402
 from tritongnn.datasets import chung_lu, class_features  # noqa: E402
@@ -92,6 +91,7 @@ def main():
     p.add_argument("--commit", default=None)
     args = p.parse_args()
     device = torch.device("cuda", torch.cuda.current_device())
+    print_settings(device, {k: v for k, v in vars(args).items() if k not in ("out", "commit")})
     data, made = make_data(args, device)
     total = torch.cuda.get_device_properties(device).total_memory
     if args.cap_gb:

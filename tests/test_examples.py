@@ -52,196 +52,6 @@ def test_train_example_under_torchrun_with_gloo(tmp_path):
     accuracy = float(out.rsplit("Cora", 1)[1])
     assert accuracy > 0.6
 
-
-def run_bench(script, args):
-    """A benchmark script's smoke test on the CPU (its torch path unless the
-    script asks for the interpreter), from the checkout root."""
-    root = os.path.join(os.path.dirname(__file__), "..")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = root
-    run = subprocess.run([sys.executable, f"bench/{script}", "--device", "cpu", *args], capture_output=True,
-                         text=True, timeout=600, cwd=root, env=env)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return run.stdout
-
-
-@pytest.mark.parametrize("script, args", [
-    ("bench_cache.py", ["--nodes", "3000", "--edges", "30000", "--budgets-gb", "0.0002", "--sweep-gb", "0.0001",
-                        "--epochs", "1", "--profile-epochs", "1", "--reuse"]),
-    ("bench_super_batch.py", ["--graphs", "chung_lu", "--ks", "1", "2", "--profile", "5"]),
-    ("bench_super_batch.py", ["--graphs", "chung_lu", "--ks", "1", "2", "--sync-above-log2", "30",
-                              "--graph-keys-max-log2", "30", "--direct-max-gb", "0", "--cuda-graphs", "on", "off"]),
-    ("bench_sampler_kernel.py", ["--d-max", "16", "--foundation-block-nodes", "--cnr2000", "/nonexistent"]),
-])
-def test_benchmark_scripts_run_on_the_cpu(tmp_path, script, args):
-    # the scripts a GPU session runs: a broken one would cost a device call
-    out = tmp_path / "record.json"
-    run_bench(script, [*args, "--out", str(out)])
-    import json
-    record = json.loads(out.read_text().splitlines()[-1])
-    assert record["rows"], script
-    if script == "bench_super_batch.py" and "--profile" in args:  # the top 5 operators and the sum, per batch
-        for row in record["rows"]:
-            kernels = row["kernels_ms_per_batch"]
-            assert 0 < len(kernels["top"]) <= 5 and kernels["total"] >= sum(kernels["top"].values()) > 0
-    if script == "bench_sampler_kernel.py":  # each hop's floor (the reads alone), its reads checked
-        floors = [r for r in record["rows"] if r["method"] == "floor"]
-        assert len(floors) == 3 and all(r["correct"] and r["ms_cold"] > 0 for r in floors)
-    if "--cuda-graphs" in args:  # each configuration with and without the sampler's CUDA graphs, labelled
-        rows = record["rows"]
-        assert {(r["cuda_graph"], r["method"].endswith(" eager")) for r in rows} == {(True, False), (False, True)}
-        assert all(r["speedup_vs_k1"] is not None for r in rows)
-    if "--direct-max-gb" in args:  # the sampler's limits, as set, in the record's settings
-        settings = record["settings"]
-        assert (settings["sync_above_log2"], settings["graph_keys_max_log2"], settings["direct_max_gb"]) == (30, 30, 0)
-
-
-def test_end_to_end_benchmark_runs_on_a_small_graph(tmp_path):
-    # the papers100M-scale script, end to end on a tiny graph: every part runs
-    # and writes its rows
-    out, table = tmp_path / "e2e.json", tmp_path / "e2e.csv"
-    stdout = run_bench("bench_end_to_end.py", [
-        "--nodes", "3000", "--edges", "20000", "--classes", "8", "--train", "400", "--val", "100", "--test", "100",
-        "--batch-size", "64", "--num-neighbors", "4", "3", "--budgets-gb", "0.0001", "0", "--warmup", "1",
-        "--batches", "2", "--alone-repeats", "3", "--models", "gcn", "gat", "--acc-steps", "2", "--acc-val", "50",
-        "--acc-seeds", "1",
-        "--scaling-batch-sizes", "32", "--scaling-fanouts", "3,2", "--scaling-budgets-gb", "0.0001",
-        "--profile-steps", "3", "--profile-loaders", "{}", '{"super_batch": 2, "reuse": "group"}', "--profile-alone",
-        "--data-dir", str(tmp_path / "data"), "--out", str(out), "--csv", str(table)])
-    import json
-    record = json.loads(out.read_text().splitlines()[-1])
-    parts = {r["part"] for r in record["rows"]}
-    # pyg: no torch-sparse here; profile prints a table, no rows
-    assert parts == {"ablation", "models", "alone", "accuracy", "scaling", "gather_order", "host"}
-    assert stdout.count("Self CPU time total") == 4  # a profile per budget and keyword set
-    assert stdout.count("steps of the model alone on 8 prepared batches") == 4  # --profile-alone, after each
-    # threads: a timed pass, a profiled one and the model alone per budget (no producer thread on a CPU)
-    assert stdout.count("threads [") == 6 and "producer thread 0.00 ms CPU" in stdout
-    assert stdout.count("] the model alone on 8 prepared batches: ") == 2
-    assert stdout.count("loader keywords {'super_batch': 2, 'reuse': 'group'}") == 2
-    host = [r for r in record["rows"] if r["part"] == "host"]
-    assert len(host) == 5 * 3  # each setting: two budgets and the model alone
-    assert [(r["known_order"], r["pinned_sizes"]) for r in host[::3]] == \
-        [(False, False), (True, False), (True, False), (True, True), (False, False)]
-    assert all(r["adam"] == "foreach" for r in host)
-    order = [r for r in record["rows"] if r["part"] == "gather_order"]
-    assert [(r["host_rows_first"], r["resolved_rows"]) for r in order] == \
-        [(False, False), (True, False), (True, True)]  # the non-zero budget only
-    ablation = [r for r in record["rows"] if r["part"] == "ablation"]
-    assert len(ablation) == 2 * 9 + 1 and all(r["epoch_seconds"] > 0 for r in ablation)
-    # the line: its last exact step is FULL (group staging of 16), then float16; then the branches
-    assert {k: ablation[4]["loader"].get(k) for k in ("super_batch", "reuse")} == {"super_batch": 16, "reuse": "group"}
-    assert [r["loader"].get("feature_dtype") for r in ablation[4:6]] == [None, "torch.float16"]
-    assert [ablation[6]["loader"].get("dynamic_cache"), ablation[7]["loader"].get("reorder_group"),
-            ablation[8]["loader"].get("sample_kernel"), ablation[8]["loader"].get("super_batch")] == \
-        [True, 16, "grouped", None]
-    assert {r["model"] for r in record["rows"] if r["part"] == "models"} == {"gcn", "gat"}
-    accuracy = [r for r in record["rows"] if r["part"] == "accuracy"]
-    assert [r["seeds"] for r in accuracy] == [[0]] and "accuracy  tritongnn, seed 0: " in stdout  # as it ends
-    assert len(table.read_text().splitlines()) == 1 + len(record["rows"])
-    alone = {(r["model"], r["library"], r["matmul_precision"]) for r in record["rows"] if r["part"] == "alone"}
-    assert alone == {("sage", "pyg", "high"), ("sage", "tritongnn", "high"), ("gcn", "pyg", "high"),
-                     ("gcn", "tritongnn", "high"), ("gat", "pyg", "high"), ("gat", "tritongnn", "high"),
-                     ("sage", "tritongnn", "highest")}
-    assert all(r["vs_model_alone"] > 0 for r in ablation)  # each against the model with its aggregation
-    for row in (r for r in record["rows"] if r["part"] == "alone"):  # the median of three windows
-        assert len(row["windows_seconds"]) == 3 and row["epoch_seconds"] == sorted(row["windows_seconds"])[1]
-    for row in ablation:  # the split counts the timed batches (and those prefetched ahead), not the warm-up
-        assert row["split"]["batches"] >= 2 and all(v >= 0 for v in row["split"].values())
-    # Adam foreach (PyTorch's default), fused, foreach again; whole passes timed (--epochs)
-    adam = tmp_path / "adam.json"
-    run_bench("bench_end_to_end.py", [
-        "--nodes", "3000", "--edges", "20000", "--classes", "8", "--train", "400", "--val", "100", "--test", "100",
-        "--batch-size", "64", "--num-neighbors", "4", "3", "--budgets-gb", "0", "--warmup", "1", "--epochs", "2",
-        "--parts", "host", "--host-adam", "--data-dir", str(tmp_path / "data"), "--out", str(adam)])
-    rows = json.loads(adam.read_text().splitlines()[-1])["rows"]
-    assert [r["adam"] for r in rows] == ["foreach", "foreach", "fused", "fused", "foreach", "foreach"]
-    passes = [r for r in rows if "epochs_timed" in r]  # each pass's batches, every one: 400 seeds by 64
-    assert len(passes) == 3 and all(r["epochs_timed"] == 2 and r["batches_per_epoch"] == 7 and
-                                    r["split"]["batches"] == r["batches_timed"] == 2 * 7 for r in passes)
-    # float32 features, float16 ones, float32 again; hash id maps, direct ones, hash again
-    from tritongnn.kernels import id_map
-    for flags, key, want in ((["--host-feature-dtype", "float16"], "feature_dtype",
-                              ["float32", "float16", "float32"]),
-                             (["--host-id-map"], "direct_id_map_max_bytes", [0, id_map.DIRECT_MAX_BYTES, 0]),
-                             (["--host-producer-ops", "0", "5"], "producer_calls_added", [0, 5, 0])):
-        path = tmp_path / f"{key}.json"
-        run_bench("bench_end_to_end.py", [
-            "--nodes", "3000", "--edges", "20000", "--classes", "8", "--train", "400", "--val", "100",
-            "--test", "100", "--batch-size", "64", "--num-neighbors", "4", "3", "--budgets-gb", "0.0001",
-            "--warmup", "1", "--batches", "2", "--parts", "host", *flags, "--data-dir", str(tmp_path / "data"),
-            "--out", str(path)])
-        rows = json.loads(path.read_text().splitlines()[-1])["rows"]
-        assert [r[key] for r in rows[::2]] == want, key
-        loaders = [r["loader"].get("feature_dtype") for r in rows if r["library"] == "tritongnn" and "loader" in r]
-        if key == "feature_dtype":
-            assert loaders == [None, "torch.float16", None]
-    # a run cut short: its record from the rows it wrote as measured
-    again = tmp_path / "again.json"
-    run_bench("bench_end_to_end.py", ["--from-rows", str(out) + ".rows", "--gpu", "test GPU", "--out", str(again),
-                                      "--csv", str(tmp_path / "again.csv"), "--note", "cut short"])
-    assembled = json.loads(again.read_text())
-    assert assembled["gpu"] == "test GPU" and len(assembled["rows"]) == len(record["rows"])
-    assert assembled["note"] == "cut short"
-    assert [r["epoch_seconds"] for r in assembled["rows"] if r["part"] == "ablation"] == \
-        [r["epoch_seconds"] for r in ablation]
-    run_bench("bench_end_to_end.py", ["--plot-only", "--csv", str(table), "--ablation-png", str(tmp_path / "a.png"),
-                                      "--png", str(tmp_path / "s.png")])
-    assert (tmp_path / "a.png").stat().st_size > 0 and (tmp_path / "s.png").stat().st_size > 0
-
-
-def _bench_module(name):
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
-    try:
-        return __import__(name)
-    finally:
-        sys.path.pop(0)
-
-
-@pytest.mark.parametrize("num_neighbors", [[10, 5], [-1, 3, 2], [2]])
-def test_hop_counts_derived_from_a_batch_match_the_loaders(num_neighbors):
-    # PyG's baseline runs torch-sparse, whose batches carry no per-hop counts:
-    # the benchmark derives them from the edges (bench_loader.hop_counts),
-    # here against the counts our loader returns for the same batches, and
-    # through PyG's own NodeLoader with a sampler that leaves them out
-    from torch_geometric.loader import NodeLoader
-    from tritongnn import NeighborLoader, PyGSampler
-    from tritongnn.datasets import cora
-    bench_loader = _bench_module("bench_loader")
-    data = cora()
-    with reference_on_cpu():
-        loader = NeighborLoader(data, num_neighbors, input_nodes=data.train_mask, batch_size=48,
-                                shuffle=True, device="cpu", seed=1)
-        for batch in loader:
-            derived = bench_loader.hop_counts(batch.edge_index[0], batch.edge_index[1], batch.batch_size,
-                                              len(num_neighbors))
-            assert derived == (list(batch.num_sampled_nodes), list(batch.num_sampled_edges))
-            assert sum(derived[0]) == batch.num_nodes
-
-        class NoCounts(PyGSampler):  # torch-sparse's output: node, row, col, edge only
-            def sample_from_nodes(self, index, **kwargs):
-                out = super().sample_from_nodes(index, **kwargs)
-                self.counts.append((out.num_sampled_nodes, out.num_sampled_edges))
-                out.num_sampled_nodes = out.num_sampled_edges = None
-                return out
-
-        sampler = NoCounts(data, num_neighbors, device="cpu")
-        sampler.counts = []
-        pyg = NodeLoader(data, sampler, input_nodes=data.train_mask, batch_size=48,
-                         transform_sampler_output=bench_loader.with_hop_counts(len(num_neighbors)))
-        batches = list(pyg)
-    assert [(b.num_sampled_nodes, b.num_sampled_edges) for b in batches] == sampler.counts
-
-
-def test_hop_counts_refuses_a_batch_out_of_hop_order():
-    import torch
-    bench_loader = _bench_module("bench_loader")
-    row, col = torch.tensor([1, 2, 3, 0]), torch.tensor([0, 1, 2, 0])  # a hop-1 edge after hop 2's
-    with pytest.raises(ValueError, match="not in hop order"):
-        bench_loader.hop_counts(row, col, 1, 2)
-    assert bench_loader.hop_counts(row[:3], col[:3], 1, 3) == ([1, 1, 1, 1], [1, 1, 1])
-
-
 def test_train_command_exits_zero_and_refuses_bad_options(tmp_path):
     # the README's first command is the console script, which exits with
     # what its function returns: cli() returns None (0), not main's dict
@@ -262,65 +72,239 @@ def test_train_command_exits_zero_and_refuses_bad_options(tmp_path):
     assert "host arrays 15.78 MB" in run.stdout  # Cora's x and graph once, not once per loader
 
 
-def test_end_to_end_split_counts_a_window_across_epochs():
-    # --batches past an epoch: the split sums each epoch's timed part (it
-    # subtracted the first epoch's warm-up counts from the second's)
-    import types
+# ---------------------------------------------------------------- bench/
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench")
+SCRIPTS = sorted(f for f in os.listdir(BENCH) if f.endswith(".py") and f != "common.py")
 
+
+def run_bench(script, args, device="cpu"):
+    """A benchmark script's smoke test on the CPU, from the checkout root
+    (its kernels on the torch path unless the script asks for the interpreter)."""
+    root = os.path.join(BENCH, "..")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = root
+    run = subprocess.run([sys.executable, f"bench/{script}", *(["--device", device] if device else []), *args],
+                         capture_output=True, text=True, timeout=600, cwd=root, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
+def last_record(path):
+    import json
+    return json.loads(path.read_text().splitlines()[-1])
+
+
+def _bench_module(name):
+    sys.path.insert(0, BENCH)
+    try:
+        return __import__(name)
+    finally:
+        sys.path.pop(0)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_benchmark_script_parses_its_arguments(script):
+    # a script a GPU session runs and that fails on import or in argparse costs a device call
+    out = run_bench(script, ["--help"], device=None)
+    assert "usage:" in out and ("--out" in out or script == "plots.py")  # every benchmark appends a record
+
+
+def test_benchmark_scripts_import_no_private_tritongnn_name():
+    # public arguments only: no module switch set, no private helper called
+    import re
+    for script in SCRIPTS + ["common.py"]:
+        text = open(os.path.join(BENCH, script)).read()
+        assert not re.search(r"from tritongnn[\w.]* import [^\n]*\b_\w", text), script
+        assert not re.search(r"tritongnn[\w.]*\._\w", text), script
+        assert "set_constants" not in text and "import_module" not in text, script
+        assert not re.search(r"\b\w+_module\.[A-Z_]{3,}\s*=", text), script
+
+
+@pytest.mark.parametrize("script, args", [
+    ("cache.py", ["--nodes", "3000", "--edges", "30000", "--budgets-gb", "0.0002", "--sweep-gb", "0.0001",
+                  "--epochs", "1", "--profile-epochs", "1", "--reuse"]),
+    ("sampler.py", ["--d-max", "16", "--ks", "1", "2", "--methods", "foundation", "--cuda-graphs", "on", "off",
+                    "--profile", "5", "--cnr2000", "/nonexistent"]),
+    ("gather.py", []),
+    ("loader.py", ["--scale", "10", "--edges", "2**13", "--batch-size", "64", "--batches", "3",
+                   "--train-batches", "3"]),
+    ("aggregate.py", ["--nodes", "3000", "--edges", "30000", "--batch-size", "64", "--batches", "2",
+                      "--widths", "16"]),
+])
+def test_benchmark_scripts_run_on_the_cpu(tmp_path, script, args):
+    out = tmp_path / "record.json"
+    stdout = run_bench(script, [*args, "--out", str(out)])
+    record = last_record(out)
+    assert record["rows"], script
+    assert stdout.startswith("{") or "\n{" in stdout  # the settings line, first
+    if script == "sampler.py":
+        hops = [r for r in record["rows"] if r["scenario"] == "hop"]
+        floors = [r for r in hops if r["method"] == "floor"]  # each hop's reads alone, checked
+        assert len(floors) == 3 and all(r["correct"] and r["ms_cold"] > 0 for r in floors)
+        assert {r["method"] for r in hops} == {"foundation", "grouped", "grouped_split", "fused", "floor"}
+        assert all(r["correct"] for r in hops)
+        batches = [r for r in record["rows"] if r["scenario"] == "super_batch"]
+        assert [(r["K"], r["cuda_graph"]) for r in batches] == [(1, True), (2, True), (1, False), (2, False)]
+        assert all(r["correct"] and r["speedup_vs_k1"] > 0 for r in batches)
+        for row in batches:  # the top 5 operators and their sum, per batch
+            kernels = row["kernels_ms_per_batch"]
+            assert 0 < len(kernels["top"]) <= 5 and kernels["total"] >= sum(kernels["top"].values()) > 0
+    if script == "gather.py":
+        assert {r["scenario"] for r in record["rows"]} == {"random", "bounded"}
+        assert all(r["correct"] for r in record["rows"]) and record["ratios"]
+    if script == "loader.py":
+        assert [r["kind"] for r in record["rows"]] == ["a", "b", "c"]
+        assert any(k.startswith("(c)/(b)") for k in record["ratios"])
+    if script == "aggregate.py":
+        assert all(r["correct"] and r["speedup"] > 0 for r in record["rows"])
+
+
+SMALL_GRAPH = ["--nodes", "3000", "--edges", "20000", "--classes", "8", "--train", "400", "--val", "100",
+               "--test", "100", "--batch-size", "64", "--num-neighbors", "4", "3"]
+
+
+def test_end_to_end_scenarios_on_a_small_graph(tmp_path):
+    out, table = tmp_path / "e2e.json", tmp_path / "e2e.csv"
+    stdout = run_bench("end_to_end.py", [
+        "--scenario", "alone", "headline", "ablation", "models", "scaling",
+        *SMALL_GRAPH, "--budgets-gb", "0.0001", "0", "--warmup", "1", "--batches", "2",
+        "--alone-repeats", "3", "--loaders", "{}", '{"super_batch": 2, "reuse": "group"}',
+        "--scaling-batch-sizes", "32", "--scaling-fanouts", "3,2", "--scaling-budgets-gb", "0.0001",
+        "--data-dir", str(tmp_path / "data"), "--out", str(out), "--csv", str(table)])
+    record = last_record(out)
+    rows = record["rows"]
+    by = {s: [r for r in rows if r["scenario"] == s] for s in ("alone", "headline", "ablation", "models", "scaling")}
+    assert all(by.values()), {s: len(v) for s, v in by.items()}
+    # headline: each budget with each keyword set, through the loader's public arguments
+    assert [(r["loader"].get("super_batch"), r["loader"].get("reuse")) for r in by["headline"]] == \
+        [(None, None), (2, "group")] * 2
+    assert all(r["loader"]["placement"] == "host" and r["loader"]["cache_budget"] > 0 for r in by["headline"])
+    assert len(by["ablation"]) == 2 * 9 + 1 and all(r["epoch_seconds"] > 0 for r in by["ablation"])
+    assert all(r["vs_model_alone"] > 0 for r in by["ablation"] + by["headline"] + by["models"])
+    assert {r["model"] for r in by["models"]} == {"gcn", "gat"}
+    # the model alone: the median of three windows, each model with both layers
+    windows = [r for r in by["alone"] if "windows_seconds" in r]
+    assert {(r["model"], r["library"]) for r in windows} == {(m, lib) for m in ("sage", "gcn", "gat")
+                                                             for lib in ("pyg", "tritongnn")}
+    assert all(r["epoch_seconds"] == sorted(r["windows_seconds"])[1] for r in windows)
+    assert [r["axis"] for r in by["scaling"]] == ["batch_size", "fanouts", "budget_gb", "width"]
+    for row in by["ablation"]:  # the split counts the timed batches, not the warm-up
+        assert row["split"]["batches"] >= 2 and all(v >= 0 for v in row["split"].values())
+    assert len(table.read_text().splitlines()) == 1 + len(rows)
+    assert "vs PyG best" in stdout
+    # the README's figures from the CSV
+    run_bench("plots.py", ["end_to_end", str(table), "--ablation-png", str(tmp_path / "a.png"),
+                           "--scaling-png", str(tmp_path / "s.png")], device=None)
+    assert (tmp_path / "a.png").stat().st_size > 0 and (tmp_path / "s.png").stat().st_size > 0
+    # whole passes (--epochs): every batch of each pass counted, 400 seeds by 64
+    passes = tmp_path / "passes.json"
+    run_bench("end_to_end.py", ["--scenario", "headline", *SMALL_GRAPH, "--budgets-gb", "0", "--loaders", "{}",
+                                "--warmup", "1", "--epochs", "2", "--data-dir", str(tmp_path / "data"),
+                                "--out", str(passes)])
+    [row] = last_record(passes)["rows"]
+    assert row["epochs_timed"] == 2 and row["batches_per_epoch"] == 7 and \
+        row["split"]["batches"] == row["batches_timed"] == 2 * 7
+
+
+def test_end_to_end_ablation_line_and_branches():
+    e2e = _bench_module("end_to_end")
+    configs = e2e.ablation_configs(24, all_bytes=10**11)
+    names = [name for name, _, _ in configs]
+    assert len(configs) == 9 and all(name.endswith("[24 GB]") for name in names)
+    kwargs = [k for _, k, _ in configs]
+    # the line: each step keeps the one before; its last exact step is FULL, then float16
+    assert all(kwargs[i].items() <= kwargs[i + 1].items() for i in range(4))
+    assert kwargs[4] == dict(e2e.FULL, cache_budget=24 * 10**9)
+    assert kwargs[5]["feature_dtype"] is __import__("torch").float16
+    assert [kwargs[6].get("dynamic_cache"), kwargs[7].get("reorder_group"), kwargs[8].get("sample_kernel"),
+            kwargs[8].get("super_batch")] == [True, 16, "grouped", None]
+    assert e2e.ablation_configs(0, all_bytes=10**11)[1][1]["cache_budget"] == int(1.25 * 10**11)  # holds all
+
+
+def test_end_to_end_loader_sets_take_only_neighbor_loader_arguments():
+    e2e = _bench_module("end_to_end")
+    assert e2e.loader_sets(["{}", '{"super_batch": 16, "reuse": "group"}']) == \
+        [{}, {"super_batch": 16, "reuse": "group"}]
+    for bad in ('{"sampling.loader.HALVE_LAST_GROUPS": false}', '{"superbatch": 16}', "[1]"):
+        with pytest.raises(ValueError):
+            e2e.loader_sets([bad])
+    with pytest.raises(SystemExit):  # argparse's usage error
+        e2e.parse_args(["--loaders", '{"kernels.gather.UVA_SMS_PER_PROGRAM": 2}'])
+
+
+def test_end_to_end_memory_caps_run_the_papers100m_script_once_per_cap():
+    e2e = _bench_module("end_to_end")
+    args = e2e.parse_args(["--scenario", "memory_caps", "--caps-gb", "24", "0", "--caps-out", "caps.json"])
+    commands = e2e.memory_cap_commands(args)
+    assert [c[1].endswith("bench_papers100m.py") for c in commands] == [True, True]
+    assert [c[c.index("--cap-gb") + 1] for c in commands] == ["24", "0"]
+    assert all(c[c.index("--out") + 1] == "caps.json" and c[c.index("--fanouts") + 1:][:3] == ["15", "10", "5"]
+               for c in commands)
+
+
+def test_cache_benchmark_figure(tmp_path):
+    out, table = tmp_path / "cache.json", tmp_path / "cache.csv"
+    run_bench("cache.py", ["--nodes", "3000", "--edges", "30000", "--budgets-gb", "0.0002", "--sweep-gb", "0.0001",
+                           "--epochs", "1", "--profile-epochs", "1", "--out", str(out), "--csv", str(table)])
+    run_bench("plots.py", ["cache", str(table), str(tmp_path / "c.png")], device=None)
+    assert (tmp_path / "c.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("num_neighbors", [[10, 5], [-1, 3, 2], [2]])
+def test_hop_counts_derived_from_a_batch_match_the_loaders(num_neighbors):
+    # PyG's baseline runs torch-sparse, whose batches carry no per-hop counts:
+    # the benchmarks derive them from the edges (common.hop_counts), here
+    # against the counts our loader returns for the same batches, and
+    # through PyG's own NodeLoader with a sampler that leaves them out
+    from torch_geometric.loader import NodeLoader
+    from tritongnn import NeighborLoader, PyGSampler
+    from tritongnn.datasets import cora
+    common = _bench_module("common")
+    data = cora()
+    with reference_on_cpu():
+        loader = NeighborLoader(data, num_neighbors, input_nodes=data.train_mask, batch_size=48,
+                                shuffle=True, device="cpu", seed=1)
+        for batch in loader:
+            derived = common.hop_counts(batch.edge_index[0], batch.edge_index[1], batch.batch_size,
+                                        len(num_neighbors))
+            assert derived == (list(batch.num_sampled_nodes), list(batch.num_sampled_edges))
+            assert sum(derived[0]) == batch.num_nodes
+
+        class NoCounts(PyGSampler):  # torch-sparse's output: node, row, col, edge only
+            def sample_from_nodes(self, index, **kwargs):
+                out = super().sample_from_nodes(index, **kwargs)
+                self.counts.append((out.num_sampled_nodes, out.num_sampled_edges))
+                out.num_sampled_nodes = out.num_sampled_edges = None
+                return out
+
+        sampler = NoCounts(data, num_neighbors, device="cpu")
+        sampler.counts = []
+        pyg = NodeLoader(data, sampler, input_nodes=data.train_mask, batch_size=48,
+                         transform_sampler_output=common.with_hop_counts(len(num_neighbors)))
+        batches = list(pyg)
+    assert [(b.num_sampled_nodes, b.num_sampled_edges) for b in batches] == sampler.counts
+
+
+def test_hop_counts_refuses_a_batch_out_of_hop_order():
+    import torch
+    common = _bench_module("common")
+    row, col = torch.tensor([1, 2, 3, 0]), torch.tensor([0, 1, 2, 0])  # a hop-1 edge after hop 2's
+    with pytest.raises(ValueError, match="not in hop order"):
+        common.hop_counts(row, col, 1, 2)
+    assert common.hop_counts(row[:3], col[:3], 1, 3) == ([1, 1, 1, 1], [1, 1, 1])
+
+
+def test_time_epoch_counts_a_window_across_epochs():
+    # a window of batches past an epoch: the split sums each epoch's timed part
     import torch
     from test_loader import random_data
     from tritongnn import NeighborLoader
-    e2e = _bench_module("bench_end_to_end")
+    common = _bench_module("common")
     data = random_data()
     with reference_on_cpu():
         loader = NeighborLoader(data, [3, 2], batch_size=40, input_nodes=data.train_mask, device="cpu",
                                 prefetch=0, seed=0)
         per_epoch = len(loader)
-        row = e2e.time_epoch(loader, types.SimpleNamespace(warmup=1, batches=2 * per_epoch + 1),
-                             torch.device("cpu"))
+        row = common.time_epoch(loader, 1, 2 * per_epoch + 1, torch.device("cpu"))
     assert per_epoch >= 3
     assert row["batches_timed"] == row["split"]["batches"] == 2 * per_epoch + 1
-
-
-def test_end_to_end_keyword_sets_split_loader_keywords_from_module_constants():
-    # --host-loaders / --profile-loaders: a key "module.NAME" sets a
-    # tritongnn constant for that set's runs, and is put back after
-    e2e = _bench_module("bench_end_to_end")
-    from tritongnn.sampling import loader as loader_module
-    sets = e2e.keyword_sets(['{}', '{"super_batch": 16, "reuse": "group", "sampling.loader.HALVE_LAST_GROUPS": false}'])
-    assert sets == [({}, {}), ({"super_batch": 16, "reuse": "group"}, {"sampling.loader.HALVE_LAST_GROUPS": False})]
-    before = loader_module.HALVE_LAST_GROUPS
-    restore = e2e.set_constants(sets[1][1])
-    try:
-        assert loader_module.HALVE_LAST_GROUPS is False
-    finally:
-        restore()
-    assert loader_module.HALVE_LAST_GROUPS is before
-
-
-def test_trace_streams_idle_split(tmp_path):
-    # bench/trace_streams.py --idle: the GPU's idle gaps split by the
-    # innermost op each host thread was in; a trace without GPU events too
-    import json
-    root = os.path.join(os.path.dirname(__file__), "..")
-    sys.path.insert(0, os.path.join(root, "bench"))
-    try:
-        import trace_streams
-    finally:
-        sys.path.pop(0)
-    events = [dict(ph="X", cat="kernel", ts=0, dur=10, name="k1", tid=7),
-              dict(ph="X", cat="kernel", ts=20, dur=10, name="k2", tid=7),
-              dict(ph="X", cat="cpu_op", ts=5, dur=20, name="aten::mm", tid=1),
-              dict(ph="X", cat="cuda_runtime", ts=12, dur=4, name="cudaLaunchKernel", tid=1)]
-    idle = trace_streams.idle_by_thread(events, steps=1, resolution=1.0)
-    assert idle["idle_ms"] == pytest.approx(0.010) and idle["span_ms"] == pytest.approx(0.030)
-    assert dict(idle["threads"]["1"]) == pytest.approx({"aten::mm": 0.006, "cudaLaunchKernel": 0.004})
-    assert dict(idle["threads_whole_span"]["1"]) == pytest.approx(
-        {"aten::mm": 0.016, "cudaLaunchKernel": 0.004, "(no op)": 0.010})
-    for given in (events, events[2:]):  # the second: no GPU events at all
-        path = tmp_path / "trace.json"
-        path.write_text(json.dumps({"traceEvents": given}))
-        run = subprocess.run([sys.executable, "bench/trace_streams.py", str(path), "--steps", "1", "--idle"],
-                             capture_output=True, text=True, cwd=root, timeout=60)
-        assert run.returncode == 0, run.stderr[-2000:]
-        assert "GPU idle" in run.stdout and "each host thread over the whole span" in run.stdout

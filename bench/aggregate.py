@@ -16,25 +16,24 @@ Two tables:
 - **layer**: whole ``SAGEConv`` / ``GCNConv`` layers, whose linear maps are
   the same code in both, for context.
 
-``--sweep`` also times the two kernels alone for a grid of launch settings
-(``kernels.aggregate.LAUNCH``), to choose them.
+A layer whose outputs or gradients differ from PyG's gets no speedup.
 
-Usage (GPU machine)::
+    python bench/aggregate.py --out bench/results/aggregate.json
 
-    python bench/bench_aggregate.py --out bench/results/aggregate.json
+``--device cpu --nodes 3000 --edges 30000 --batch-size 64 --batches 2
+--widths 16`` is a smoke test of the script.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
-import itertools
 import os
 import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import append_record, new_record, print_ratios, print_settings  # noqa: E402
 from torch_geometric.nn import GCNConv as PyGGCNConv  # noqa: E402
 from torch_geometric.nn import SAGEConv as PyGSAGEConv  # noqa: E402
 from torch_geometric.nn import SimpleConv as PyGSimpleConv  # noqa: E402
@@ -43,9 +42,6 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm  # noqa: E402
 from tritongnn import NeighborLoader  # noqa: E402
 from tritongnn.datasets import chung_lu  # noqa: E402
 from tritongnn.nn import GCNConv, SAGEConv, SimpleConv  # noqa: E402
-from _record import append_record, new_record  # noqa: E402
-
-agg = importlib.import_module("tritongnn.kernels.aggregate")
 
 
 def gpu_seconds(fn, device, repeat: int = 1) -> float:
@@ -87,42 +83,11 @@ def compare(name, ours, theirs, inputs, width, edges, device):
     correct = same_result(ours, theirs, inputs[0])
     t_ours = gpu_seconds(forward_backward(ours, inputs), device)
     t_pyg = gpu_seconds(forward_backward(theirs, inputs), device)
+    speedup = t_pyg / t_ours if correct else float("nan")  # no speedup for a wrong result
     print(f"{name:16s} width {width:4d}: tritongnn {t_ours * 1e3:8.2f} ms, PyG {t_pyg * 1e3:8.2f} ms, "
-          f"{t_pyg / t_ours:5.2f}x  (correct={correct})", flush=True)
+          f"{speedup:5.2f}x  (correct={correct})", flush=True)
     return dict(name=name, width=width, edges=edges, seconds_tritongnn=t_ours, seconds_pyg=t_pyg,
-                speedup=t_pyg / t_ours, correct=correct)
-
-
-def sweep(blocks, width, device):
-    """Kernel time of the forward and the backward per launch setting."""
-    rows = []
-    prepared = []
-    for edge_index, num_nodes in blocks:
-        grouping = agg.Grouping(edge_index[1], num_nodes, num_nodes)
-        prepared.append((torch.randn(num_nodes, width, device=device), grouping,
-                         grouping.by_dst(edge_index[0])))
-    default = dict(agg.LAUNCH)
-    grid = itertools.product([4, 16, 64], [8, 16, 32], [128], [1, 2, 4])
-    for segs, block_e, block_d, warps in grid:
-        agg.LAUNCH.update(SEGS=segs, BLOCK_E=block_e, BLOCK_D=block_d, num_warps=warps)
-
-        def forward():
-            for x, grouping, src in prepared:
-                agg.segment_sum(x, grouping.dst_indptr, src)
-
-        def backward():
-            for x, grouping, src in prepared:
-                agg.scatter_add(x, grouping.dst_indptr, src, None, x.size(0))
-        row = dict(width=width, SEGS=segs, BLOCK_E=block_e, BLOCK_D=block_d, num_warps=warps,
-                   forward_ms=gpu_seconds(forward, device, 3) * 1e3,
-                   backward_atomic_ms=gpu_seconds(backward, device, 3) * 1e3)
-        rows.append(row)
-    agg.LAUNCH.update(default)
-    best_f = min(rows, key=lambda r: r["forward_ms"])
-    best_b = min(rows, key=lambda r: r["backward_atomic_ms"])
-    print(f"sweep width {width}: best forward {best_f['forward_ms']:.2f} ms at {best_f}; best atomic "
-          f"backward {best_b['backward_atomic_ms']:.2f} ms at {best_b}", flush=True)
-    return rows
+                speedup=speedup, correct=correct)
 
 
 def main():
@@ -133,7 +98,6 @@ def main():
     parser.add_argument("--batch-size", type=int, default=8000)
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--widths", type=int, nargs="+", default=[128, 256])
-    parser.add_argument("--sweep", action="store_true", help="also time the kernels per launch setting")
     parser.add_argument("--out", default=None)
     parser.add_argument("--commit", default=None)
     parser.add_argument("--device", default="cuda", help="cpu: a smoke test of the script only")
@@ -153,8 +117,11 @@ def main():
         torch.cuda.empty_cache()
     edges = sum(e.size(1) for e, _ in blocks)
     nodes = sum(n for _, n in blocks)
-    print(f"{len(blocks)} sampled blocks: {edges:,} edges, {nodes:,} nodes; settings {agg.LAUNCH}", flush=True)
-    rows, sweeps = [], []
+    settings = dict(graph=f"Chung-Lu {args.nodes} nodes, {args.edges} edges", num_neighbors=args.num_neighbors,
+                    batch_size=args.batch_size, batches=len(blocks), edges=edges, nodes=nodes, widths=args.widths,
+                    timed="forward + backward over every block; layers conv(width, width)")
+    print_settings(device, settings)
+    rows = []
     for width in args.widths:
         torch.manual_seed(0)
         inputs = [(torch.randn(n, width, device=device), e) for e, n in blocks]
@@ -171,15 +138,11 @@ def main():
             theirs = pyg_cls(width, width, **kwargs).to(device)
             theirs.load_state_dict(ours.state_dict())
             rows.append(compare(name, ours, theirs, inputs, width, edges, device))
-        if args.sweep and width == args.widths[0]:
-            sweeps.append(dict(width=width, rows=sweep(blocks, width, device)))
         del inputs, weighted
-    settings = dict(graph=f"Chung-Lu {args.nodes} nodes, {args.edges} edges", num_neighbors=args.num_neighbors,
-                    batch_size=args.batch_size, batches=len(blocks), edges=edges, nodes=nodes,
-                    launch=dict(agg.LAUNCH),
-                    timed="forward + backward over every block; layers conv(width, width)")
+    ratios = {f"{r['name']} width {r['width']}: PyG / tritongnn seconds": r["speedup"] for r in rows}
+    print_ratios(ratios)
     append_record(args.out, new_record("aggregate", device, args.commit, settings=settings, rows=rows,
-                                       sweeps=sweeps))
+                                       ratios=ratios))
 
 
 if __name__ == "__main__":

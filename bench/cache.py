@@ -22,43 +22,30 @@ the numbers are those of the last training epoch and of the loader epoch.
 The sweep's extra budgets run the loader alone (two epochs, the second
 measured): their hit rates do not depend on the model.
 
-Usage (GPU machine)::
+    python bench/cache.py --out bench/results/cache.json --csv bench/results/cache_sweep.csv
+    python bench/plots.py cache bench/results/cache_sweep.csv bench/results/cache_sweep.png
 
-    python bench/bench_cache.py --out bench/results/cache.json --csv bench/results/cache_sweep.csv
-
-then ``python bench/plot_cache.py bench/results/cache_sweep.csv`` for the
-figure. ``--nodes 2000000 --edges 40000000`` gives a quick run.
+``--nodes 2000000 --edges 40000000`` is a quick run; ``--device cpu
+--nodes 3000 --edges 30000 --budgets-gb 0.0002 --sweep-gb 0.0001 --epochs
+1 --profile-epochs 1`` a smoke test of the script.
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import gc
-import json
 import os
 import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import GB, append_record, host_memory_gb, new_record, print_ratios, print_settings  # noqa: E402
+
 from tritongnn import NeighborLoader  # noqa: E402
 from tritongnn.cache import DynamicCacheConfig  # noqa: E402
 from tritongnn.datasets import chung_lu  # noqa: E402
-from _record import append_record, new_record  # noqa: E402
-
-GB = 10**9
-
-
-def host_memory() -> dict:
-    """Resident and peak resident host memory of this process, GB."""
-    out = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(("VmRSS", "VmHWM")):
-                key, value = line.split(":")
-                out[key] = int(value.split()[0]) * 1024 / GB
-    return out
 
 
 def train_epoch(loader, model, optimizer, trim=False):
@@ -103,7 +90,7 @@ def run_config(name, data, args, device, loader_kwargs, make_model, train_epochs
     row = dict(name=name, build_seconds=build, epoch_seconds=stats["epoch_seconds"],
                load_epoch_seconds=load["epoch_seconds"], epochs=[s["epoch_seconds"] for s in train],
                train=stats, load=load, peak_gpu_gb=torch.cuda.max_memory_allocated(device) / GB if cuda else 0.0,
-               host=host_memory())
+               host=host_memory_gb())
     cache = loader.cache
     if cache is not None:
         plan = cache.plan
@@ -202,8 +189,8 @@ def main():
                     epochs=args.epochs, profile_epochs=args.profile_epochs,
                     dynamic=dict(fraction=args.dynamic_fraction, decay=args.decay,
                                  update_every=args.update_every), generation_seconds=round(generation, 2),
-                    host_after_generation=host_memory())
-    print(json.dumps(settings), flush=True)
+                    host_after_generation=host_memory_gb())
+    print_settings(device, settings)
 
     def make_model():
         if args.model == "pyg":
@@ -237,9 +224,6 @@ def main():
         row["policy"] = policy
         rows.append(row)
         print(summary_line(row), flush=True)
-        if args.out:  # as measured: a run cut short keeps what it measured
-            with open(args.out + ".rows", "a") as f:
-                f.write(json.dumps({k: v for k, v in row.items() if k != "_profile"}) + "\n")
         return row
 
     for budget in args.budgets_gb:
@@ -329,8 +313,7 @@ def main():
     print(f"\n{record['gpu']}  commit {record['commit']}  {record['date']}  {record['seconds']:.0f} s")
     for r in rows:
         print(summary_line(r))
-    for k, v in ratios.items():
-        print(f"{k:45s} {v:8.3f}")
+    print_ratios(ratios)
 
 
 if __name__ == "__main__":

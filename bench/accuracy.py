@@ -8,8 +8,8 @@ loader needs torch-sparse or pyg-lib (on the GPU machine: ../shared/wheels).
 
 Usage::
 
-    python bench/cora_accuracy.py --seeds 5 --out bench/results/cora_accuracy.json
-    python bench/cora_accuracy.py --data ../shared/data/twitch_de.npz --batch-size 256 --seeds 3 \
+    python bench/accuracy.py --seeds 5 --out bench/results/cora_accuracy.json
+    python bench/accuracy.py --data ../shared/data/twitch_de.npz --batch-size 256 --seeds 3 \
         --out bench/results/cora_accuracy.json
 """
 from __future__ import annotations
@@ -23,10 +23,11 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GraphSAGE
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import append_record, new_record, print_settings  # noqa: E402
+
 from tritongnn import NeighborLoader  # noqa: E402
 from tritongnn.datasets import cora, load_npz  # noqa: E402
-from _record import append_record, new_record  # noqa: E402
 
 
 def run(loader_cls, data, seed, args, device, **kwargs):
@@ -74,6 +75,9 @@ def main():
     data = cora() if args.data is None else load_npz(args.data)
     name = "cora" if args.data is None else os.path.basename(args.data).removesuffix(".npz")
     from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
+    settings = vars(args) | dict(dataset=name, model=f"GraphSAGE {data.num_features}-64-{int(data.y.max()) + 1}, "
+                                                    "dropout 0.5, Adam lr 0.01 wd 5e-4")
+    print_settings(device, settings)
     results = {}
     runs = [("tritongnn", NeighborLoader, {}), ("PyG", PyGNeighborLoader, {})]
     if args.feature_dtype:
@@ -85,9 +89,7 @@ def main():
         except ImportError as error:  # PyG without torch-sparse / pyg-lib
             print(f"{library}: skipped ({error})")
     record = new_record("cora_accuracy", device, args.commit, device_kind=str(device),
-                        settings=vars(args) | dict(dataset=name, model=f"GraphSAGE {data.num_features}-64-"
-                                                         f"{int(data.y.max()) + 1}, dropout 0.5, Adam lr 0.01 wd 5e-4"),
-                        accuracy=results)
+                        settings=settings, accuracy=results)
     append_record(args.out, record)
     for library, accs in results.items():
         print(f"{library:10s} {args.data or 'cora'} test accuracy {statistics.mean(accs):.4f} +- "

@@ -17,7 +17,7 @@ host's used memory (``MemTotal - MemAvailable``).
 
 Usage (nvidia-h200-x2)::
 
-    NCCL_NVLS_ENABLE=0 python bench/bench_ddp.py --world-sizes 1 2 --out bench/results/ddp.json
+    NCCL_NVLS_ENABLE=0 python bench/ddp.py --world-sizes 1 2 --out bench/results/ddp.json
 
 ``--device cpu`` runs a small graph with gloo: a smoke test of the script.
 """
@@ -34,10 +34,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from _record import append_record, new_record  # noqa: E402
-
-GB = 1e9
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import GB, ROOT, append_record, new_record, print_settings  # noqa: E402
 
 
 def data_files(args) -> Path:
@@ -156,6 +154,12 @@ def main():
         return worker(args)
     if args.device == "cpu" and args.nodes == parser.get_default("nodes"):
         args.nodes, args.edges, args.features, args.batch_size, args.budget_gb = 20_000, 200_000, 16, 256, 0.0005
+    settings = dict(graph=f"Chung-Lu {args.nodes} nodes, {args.edges} edges, {args.features} float32 features",
+                    seeds_from=f"classes < {args.train_classes}", num_neighbors=args.num_neighbors,
+                    batch_size_per_gpu=args.batch_size, budget_gb_per_gpu=args.budget_gb, epochs=args.epochs,
+                    model=f"tritongnn.nn.GraphSAGE hidden {args.hidden}, trimmed, DDP")
+    device = torch.device("cuda") if args.device == "cuda" else None
+    print_settings(device or torch.device("cpu"), dict(settings, world_sizes=args.world_sizes))
     generate(args)
     rows = []
     for n in args.world_sizes:
@@ -166,7 +170,7 @@ def main():
                f"--features={args.features}", f"--train-classes={args.train_classes}",
                f"--batch-size={args.batch_size}", f"--hidden={args.hidden}", f"--budget-gb={args.budget_gb}",
                f"--epochs={args.epochs}", "--num-neighbors", *map(str, args.num_neighbors)]
-        env = dict(os.environ, NCCL_NVLS_ENABLE="0", PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+        env = dict(os.environ, NCCL_NVLS_ENABLE="0", PYTHONPATH=ROOT)
         subprocess.run(cmd, check=True, env=env)
         rows.append(json.loads(row_out.read_text()))
         r = rows[-1]
@@ -181,11 +185,6 @@ def main():
     for name, ratio in ratios.items():
         print(f"{name} GPU(s): {ratio['speedup']:.2f}x faster per epoch, host memory "
               f"{ratio['host_memory_ratio']:.2f}x", flush=True)
-    settings = dict(graph=f"Chung-Lu {args.nodes} nodes, {args.edges} edges, {args.features} float32 features",
-                    seeds_from=f"classes < {args.train_classes}", num_neighbors=args.num_neighbors,
-                    batch_size_per_gpu=args.batch_size, budget_gb_per_gpu=args.budget_gb, epochs=args.epochs,
-                    model=f"tritongnn.nn.GraphSAGE hidden {args.hidden}, trimmed, DDP")
-    device = torch.device("cuda") if args.device == "cuda" else None
     append_record(args.out, new_record("ddp", device, args.commit, settings=settings, rows=rows, ratios=ratios))
 
 

@@ -1,0 +1,176 @@
+"""Loader benchmark: tritongnn.NeighborLoader against PyG's NeighborLoader
+on one R-MAT graph, at PyG's best worker count.
+
+* (a) loader throughput: batches per second delivered on the GPU, no model;
+* (b) training throughput: GraphSAGE steps per second, loader included;
+* (c) the model alone on batches prepared in advance.
+
+Ours with the graph and features in GPU memory (``placement="device"``)
+and in pinned host memory (``placement="host"``). PyG's loader samples on
+the CPU (torch-sparse or pyg-lib) for each of ``--workers`` with
+pin_memory off and on; its batches move to the GPU as a training loop's
+would. Rates are steady-state: the first ``2 * num_workers + 3`` batches
+(PyG's prefetch queue) are not timed. The ratios are against PyG's best.
+
+    python bench/loader.py --out bench/results/loader.json
+
+``--scale 16 --edges 2**20`` is a quick run; ``--device cpu --scale 10
+--edges 2**13`` a smoke test of the script.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import (append_record, cycle, new_record, now, print_ratios, print_settings,  # noqa: E402
+                    pyg_sampling_available, steady_rate, train_step, with_hop_counts)
+
+from tritongnn import CSCGraph, NeighborLoader  # noqa: E402
+from tritongnn.datasets import rmat  # noqa: E402
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--scale", type=int, default=24, help="R-MAT: 2^scale nodes")
+    p.add_argument("--edges", type=lambda s: int(eval(s)), default=2**28, help="directed edges")
+    p.add_argument("--features", type=int, default=128)
+    p.add_argument("--classes", type=int, default=16)
+    p.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--batches", type=int, default=300, help="timed batches, loader only")
+    p.add_argument("--train-batches", type=int, default=150, help="timed training steps")
+    p.add_argument("--pyg-batches", type=int, default=100)
+    p.add_argument("--workers", type=int, nargs="+", default=[0, 8, 16], help="PyG's num_workers tried")
+    p.add_argument("--placements", nargs="+", default=["device", "host"], choices=["device", "host"])
+    p.add_argument("--skip-pyg", action="store_true")
+    p.add_argument("--out", default=None, help="append the record to this JSON file")
+    p.add_argument("--commit", default=None, help="commit measured (default: git rev-parse of this checkout)")
+    return p.parse_args(argv)
+
+
+def make_model(args, device):
+    from torch_geometric.nn import GraphSAGE
+    torch.manual_seed(0)
+    model = GraphSAGE(args.features, 256, num_layers=len(args.num_neighbors), out_channels=args.classes)
+    model = model.to(device)
+    return model, torch.optim.Adam(model.parameters(), lr=0.003)
+
+
+def bench_ours(data, args, device, emit):
+    for placement in args.placements:
+        if placement == "host" and device.type != "cuda":
+            continue
+        loader = NeighborLoader(data, args.num_neighbors, batch_size=args.batch_size, shuffle=True,
+                                placement=placement, device=device, seed=0)
+        warm = min(10, args.batches)
+        emit(dict(kind="a", name=f"tritongnn [{placement}]", unit="batches/s",
+                  value=steady_rate(cycle(loader), warm, args.batches, device)))
+        model, optimizer = make_model(args, device)
+        emit(dict(kind="b", name=f"tritongnn [{placement}]", unit="steps/s",
+                  value=steady_rate(cycle(loader), warm, args.train_batches, device,
+                                    step=lambda b: train_step(model, optimizer, b))))
+        if placement == args.placements[0]:
+            prepared = [b for _, b in zip(range(30), loader)]
+            model, optimizer = make_model(args, device)
+            emit(dict(kind="c", name="model alone (batches prepared)", unit="steps/s",
+                      value=steady_rate(cycle(prepared), warm, args.train_batches, device,
+                                        step=lambda b: train_step(model, optimizer, b)),
+                      note=f"{sum(b.num_nodes for b in prepared) / len(prepared):.0f} nodes, "
+                           f"{sum(b.num_edges for b in prepared) / len(prepared):.0f} edges per batch"))
+        del loader
+        gc.collect()
+
+
+def bench_pyg(data, args, device, emit):
+    if not pyg_sampling_available():
+        return
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
+    from torch_geometric.sampler import NeighborSampler as PyGNeighborSampler
+    # the edges handed over sorted by target (is_sorted): the one-time CSC
+    # conversion is preprocessing, not loader throughput
+    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, device=device)
+    col = torch.repeat_interleave(torch.arange(data.num_nodes, device=device), graph.degree())
+    cpu = Data(x=data.x.cpu(), y=data.y.cpu(), num_nodes=data.num_nodes,
+               edge_index=torch.stack([graph.indices.long(), col]).cpu())
+    del graph, col
+    sampler = PyGNeighborSampler(cpu, args.num_neighbors, is_sorted=True)
+    for workers in args.workers:
+        for pin in (False, True):
+            name = f"PyG workers={workers} pin_memory={pin}"
+            loader = PyGNeighborLoader(cpu, args.num_neighbors, batch_size=args.batch_size, shuffle=True,
+                                       num_workers=workers, pin_memory=pin, neighbor_sampler=sampler,
+                                       persistent_workers=workers > 0,
+                                       transform_sampler_output=with_hop_counts(len(args.num_neighbors)))
+
+            def to_gpu(batch):
+                return batch.to(device, non_blocking=pin)
+
+            count, warm = max(20, min(args.pyg_batches, 6 * max(workers, 1))), 2 * workers + 3
+            note = f"{count} batches after {warm}"
+            emit(dict(kind="a", name=name, unit="batches/s", note=note, workers=workers, pin_memory=pin,
+                      value=steady_rate(map(to_gpu, cycle(loader)), warm, count, device)))
+            model, optimizer = make_model(args, device)
+            emit(dict(kind="b", name=name, unit="steps/s", note=note, workers=workers, pin_memory=pin,
+                      value=steady_rate(map(to_gpu, cycle(loader)), warm, count, device,
+                                        step=lambda b: train_step(model, optimizer, b))))
+            # the worker iterator collected now: left to a later gc pass, it
+            # may run inside the next loader's forked workers
+            del loader
+            gc.collect()
+
+
+def ratios(rows) -> dict:
+    def value(kind, name):
+        return next((r["value"] for r in rows if r["kind"] == kind and r["name"] == name), float("nan"))
+
+    out = {}
+    for kind in ("a", "b"):
+        pyg = [r for r in rows if r["kind"] == kind and r["name"].startswith("PyG")]
+        if not pyg:
+            continue
+        best = max(pyg, key=lambda r: r["value"])
+        for r in rows:
+            if r["kind"] == kind and r["name"].startswith("tritongnn"):
+                out[f"({kind}) {r['name']} / PyG best ({best['name'][4:]})"] = r["value"] / best["value"]
+    alone = value("c", "model alone (batches prepared)")
+    for r in rows:
+        if r["kind"] == "b" and r["name"].startswith("tritongnn"):
+            out[f"(c)/(b) {r['name']}: step time over the model alone's"] = alone / r["value"]
+    return out
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    start = now(device)
+    data = rmat(args.scale, args.edges, num_classes=args.classes, num_features=args.features,
+                device=device, seed=0)
+    settings = dict(graph=f"R-MAT 2^{args.scale} nodes, {args.edges} edges, a,b,c,d=0.57,0.19,0.19,0.05",
+                    features=f"{args.features} float32", classes=args.classes, num_neighbors=args.num_neighbors,
+                    batch_size=args.batch_size, model=f"PyG GraphSAGE hidden 256, {len(args.num_neighbors)} layers",
+                    pyg_workers=args.workers, generation_seconds=round(now(device) - start, 2))
+    print_settings(device, settings)
+    rows = []
+
+    def emit(row):
+        rows.append(row)
+        print(f"{row['kind']:3s} {row['name']:40s} {row['value']:10.1f} {row['unit']}  {row.get('note', '')}",
+              flush=True)
+
+    bench_ours(data, args, device, emit)
+    if not args.skip_pyg:
+        bench_pyg(data, args, device, emit)
+    found = ratios(rows)
+    print_ratios(found)
+    append_record(args.out, new_record("loader", device, args.commit, settings=settings, rows=rows, ratios=found))
+
+
+if __name__ == "__main__":
+    main()
