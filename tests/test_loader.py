@@ -382,7 +382,7 @@ def test_stats_read_while_the_producer_sums_count_each_batch_once():
     # loop may read loader.stats, which sums them too: a mark summed by both
     # was counted twice. The producer's sum is held inside its first mark
     # until the loop's read has begun (or 0.3 s, when the read waits for it)
-    from tritongnn.sampling.timing import _FOLD_EVERY, StageTimes
+    from tritongnn.loader.timing import _FOLD_EVERY, StageTimes
     times = StageTimes(torch.device("cpu"))
     summing, read_started = threading.Event(), threading.Event()
 
@@ -418,16 +418,17 @@ def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch, str
     # gather, staging), which are the loader's own, made once (not three a
     # pass). CUDA's stream calls are faked
     # (this runs on CPU too)
-    from tritongnn.sampling.loader import _Prefetcher
+    from tritongnn.loader.pipeline import Prefetcher
 
     class Event:
         def record(self, stream):
             self.stream = stream
 
-    class Loader:
+    class Loader:  # the surface the producer uses, the loader's own streams()
         device, prefetch, _streams = torch.device("cuda", 0), 2, None
+        streams = NeighborLoader.streams
 
-        def _batches(self, batches, gather_stream, staging_stream):
+        def build_batches(self, batches, gather_stream, staging_stream):
             yield from batches
 
     start, own = FakeStream("cuda:0", -1, "pass start"), FakeStream("cuda:0", -2, "the loop's")
@@ -438,7 +439,7 @@ def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch, str
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current["stream"])
     loader = Loader()
     batches = [Data(n_id=torch.arange(3)), Data(n_id=torch.arange(4))]
-    prefetcher = _Prefetcher(loader, batches)
+    prefetcher = Prefetcher(loader, batches)
     sampling, gather, staging = prefetcher.stream, prefetcher.gather_stream, prefetcher.staging_stream
     iterator = iter(prefetcher)
     first = next(iterator)
@@ -454,7 +455,7 @@ def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch, str
     for stream in (start, own):
         assert stream.waited[-3:] == [sampling, gather, staging], stream.name
     drawn = stream_pool.drawn[0]
-    again = _Prefetcher(loader, batches)  # the next pass: the same three streams
+    again = Prefetcher(loader, batches)  # the next pass: the same three streams
     assert (again.stream, again.gather_stream, again.staging_stream) == (sampling, gather, staging)
     assert stream_pool.drawn[0] == drawn == 3
     assert len(list(again)) == 2

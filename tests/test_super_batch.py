@@ -161,12 +161,12 @@ def test_super_batches_past_the_direct_table_go_in_passes_that_fit(device, monke
     graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True).to(device)
     seeds = split_seeds(data.num_nodes, [9, 9, 9, 9, 9, 4], device)
     passes = []  # sub-batches of each pass (each draws its per-hop seeds once)
-    original = sampler_module.NeighborSampler._draw_rng
+    original = sampler_module.NeighborSampler.draw_rng
 
     def recorded(self, generator, num_batches=1):
         passes.append(num_batches)
         return original(self, generator, num_batches)
-    monkeypatch.setattr(sampler_module.NeighborSampler, "_draw_rng", recorded)
+    monkeypatch.setattr(sampler_module.NeighborSampler, "draw_rng", recorded)
 
     def run():
         sampler = NeighborSampler(graph, [4, 3], device=device, return_eid=True)
@@ -354,32 +354,21 @@ def test_loader_super_batch_same_batches(device, super_batch):
         assert stats["batches"] == len(loader) == len(batches) == 8 and stats["sampling_seconds"] > 0
 
 
-def test_loader_super_batch_gathers_once_a_pass(device, monkeypatch):
-    # GATHER_PER_PASS: a super-batch's batches come out of one gather (and one
-    # n_id lookup): the same batches as one gather each, every x its own
-    # rows of the pass's
-    from tritongnn.sampling import loader as loader_module
+def test_loader_super_batch_gathers_each_batch(device, monkeypatch):
+    # a super-batch's batches are sampled in one pass, each gathered on its
+    # own: one gather a batch, of its own nodes
+    from tritongnn.loader import assemble
     data = random_data(edge_attr=True)
     args = dict(num_neighbors=[4, 3], input_nodes=data.train_mask, batch_size=20, shuffle=True, seed=4,
                 device=device, super_batch=3)
     calls = []
-    gather = loader_module.gather_rows
-    monkeypatch.setattr(loader_module, "gather_rows", lambda *a, **k: calls.append(a[1].numel()) or gather(*a, **k))
-    monkeypatch.setattr(loader_module, "GATHER_PER_PASS", False)  # the default
-    one_by_one = epoch_batches(NeighborLoader(data, **args))
-    assert len(calls) == 8  # a gather per batch
-    calls.clear()
-    monkeypatch.setattr(loader_module, "GATHER_PER_PASS", True)
+    gather = assemble.gather_rows
+    monkeypatch.setattr(assemble, "gather_rows", lambda *a, **k: calls.append(a[1].numel()) or gather(*a, **k))
     loader = NeighborLoader(data, **args)
-    batches = list(loader)
-    assert len(calls) == 3  # 8 batches in passes of 3, 3 and 2
-    assert calls == [sum(b.n_id.numel() for b in batches[i:i + 3]) for i in (0, 3, 6)]
-    for first, second in zip(batches[:2], batches[1:3]):  # views of the pass's rows, one after another
-        assert first.x._base is second.x._base is not None
-        assert second.x.data_ptr() == first.x.data_ptr() + first.x.numel() * first.x.element_size()
+    batches = epoch_batches(loader)
+    assert calls == [b.n_id.numel() for b in batches] and len(calls) == 8
     assert loader.stats["gather_seconds"] > 0 and loader.stats["batches"] == 8
-    assert_same_batches(one_by_one, epoch_batches(batches))  # (Data.to moves a batch in place: last)
-    assert_same_batches(plain_epochs(data, **dict(args, super_batch=1))[0], one_by_one)
+    assert_same_batches(plain_epochs(data, **dict(args, super_batch=1))[0], batches)
 
 
 @pytest.mark.parametrize("kernel", ["grouped", "grouped_split", "fused"])

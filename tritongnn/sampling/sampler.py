@@ -559,7 +559,7 @@ class NeighborSampler:
             return None
         return PackedBatch(self, batch_size)
 
-    def _draw_rng(self, generator, num_batches: int = 1) -> torch.Tensor | None:
+    def draw_rng(self, generator, num_batches: int = 1) -> torch.Tensor | None:
         """``[L, K]`` per-hop Philox seeds on the CPU: L per batch, drawn
         batch after batch as consecutive ``sample`` calls draw them (a
         replay copies them into its buffer, an eager pass to the device)."""
@@ -602,7 +602,7 @@ class NeighborSampler:
         if validate:
             self._check_seeds(seeds, "seeds")
             check_ids_in_range(seeds, self.graph.num_nodes, "seeds")
-        rng = self._draw_rng(generator)  # one draw per hop, so both paths agree
+        rng = self.draw_rng(generator)  # one draw per hop, so both paths agree
         captured = self._replayable(seeds.numel()) if self.cuda_graph and seeds.numel() else None
         if captured is not None:
             hops, sizes = captured.replay(seeds, rng)
@@ -671,7 +671,7 @@ class NeighborSampler:
             return [out for first in range(0, num_batches, step)
                     for out in self.sample_many(list(seeds_list[first:first + step]), generator, validate=False)]
 
-        rng = self._draw_rng(generator, num_batches)
+        rng = self.draw_rng(generator, num_batches)
         ptr = torch.tensor([0] + sizes, dtype=torch.int64).cumsum(0)
         captured = self._replayable(total, num_batches) if self.cuda_graph else None
         if captured is not None:
