@@ -26,9 +26,9 @@ The split is greedy by marginal utility per byte, in two passes.
 
 Why both: the head of the hot-first order is hubs, whose lists cost hundreds
 of KB yet move some 15 sectors per read; an adjacency prefix of the
-feature order (the first design, which also counted a whole list read as
-one row gather) left the adjacency cache empty at 8 GB of a 30 GB graph,
-sampling all through UVA (bench/results). Budget left when no profiled
+feature order, with a whole list read counted as one row gather, leaves the
+adjacency cache empty at 8 GB of a 30 GB graph, sampling all through UVA
+(bench/results). Budget left when no profiled
 access remains goes to the unprofiled rest (rows first), so a budget that
 holds everything caches everything.
 
@@ -45,12 +45,11 @@ the dynamic cache's bytes come out of, in turn:
 
 Why: a dynamic cache refills its rows with the most gathered of the rows the
 static cache misses, so it makes up for static rows it displaces, while
-nothing makes up for a list no longer cached. Planning the static split on
-the budget minus the dynamic cache's bytes also shrank the adjacency cache.
-At 8 GB of the 50M-node graph, that cost adjacency hits 0.710 -> 0.670 and
-an epoch 1.56 -> 1.82 s, for a +0.8 point feature gain (bench/results).
-Taking the feature prefix's tail regardless of lists still cost 0.710 ->
-0.701.
+nothing makes up for a list that is not cached. Planning the static split
+on the budget minus the dynamic cache's bytes shrinks the adjacency cache
+too: at 8 GB of the 50M-node graph, adjacency hits 0.670 against 0.710 and
+an epoch 1.82 s against 1.56, for a +0.8 point feature gain (bench/results).
+Taking the feature prefix's tail regardless of lists gives 0.701.
 """
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ super-batch of K batches that each replay alone replays too, where its id
 map is a direct table (``id_map.direct_fits``). Where K batches' words pass
 the direct table but one batch's fit, ``sample_many`` samples them as
 consecutive super-batches of the most that fit (``_super_batch_step``): a
-super-batch on a hash map was slower than single batches.
+super-batch on a hash map is slower than single batches.
 
 Super-batching (GARDEN's super-batch degree classifier): ``sample_many``
 samples K batches in one pass. Their seeds are laid end to end with a
@@ -51,20 +51,18 @@ decisions of one, with K times the work per launch. What it costs is
 memory: buffers and the id map are sized for K batches at once.
 Super-batches are captured into CUDA graphs too, one per (K, total seeds).
 On the H200 a replayed batch of 8000 seeds on a 5x10^7-node graph takes
-about 0.57 ms of GPU time at any K (0.63-0.69 before the id map's seen
-filter; its passes are most of it, and their work is per candidate), so
-what replaying K at once saves is K = 1's host share (0.08-0.32 ms a
-batch, with the host's speed): K = 8 sampled 1.03-1.51x as fast as K = 1
-there, 1.24-1.79x at batches of 1024-4000 seeds (less GPU work to hide
-that share), and 1.36-2.84x on cnr2000, whose batches overlap and leave
-the GPU idle more (bench/results/README.md, thirty-third to fortieth
-sessions; before the packing, 0.97-1.18x and 1.20-1.94x). The replay is
-most of what super-batching gives: with ``cuda_graph=False`` K = 1 took
-2.3-3.1 ms a batch there and K = 8 was 2.2-3.4x as fast (fortieth). Where rows
-cross PCIe the K frontiers, read in node-id order together, touch each
+about 0.57 ms of GPU time at any K (the id map's passes are most of it, and
+their work is per candidate), so what replaying K at once saves is K = 1's
+host share (0.08-0.32 ms a batch, with the host's speed): K = 8 samples
+1.03-1.51x as fast as K = 1 there, 1.24-1.79x at batches of 1024-4000 seeds
+(less GPU work to hide that share), and 1.36-2.84x on cnr2000, whose
+batches overlap and leave the GPU idle more (bench/results/README.md). The
+replay is most of what super-batching gives: with ``cuda_graph=False``
+K = 1 takes 2.3-3.1 ms a batch there and K = 8 is 2.2-3.4x as fast. Where
+rows cross PCIe the K frontiers, read in node-id order together, touch each
 host page more densely: 1.43-1.48x through UVA, 1.38-1.71x with the
-adjacency cache holding a quarter to half of the edges (thirty-ninth
-session; 1.14-1.28x with three quarters or more, most reads then served).
+adjacency cache holding a quarter to half of the edges (1.14-1.28x with
+three quarters or more, most reads then served).
 
 ``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``; ``PyGSampler``
 wraps it as a ``torch_geometric.sampler.BaseSampler`` so PyG's ``NodeLoader``
