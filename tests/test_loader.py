@@ -565,28 +565,31 @@ def test_leaving_an_epoch_early_is_prompt():
         assert time.perf_counter() - start < 0.05
 
 
-def test_captured_hops_only_where_no_hop_syncs(monkeypatch):
+def test_captured_hops_only_where_no_hop_syncs():
     from tritongnn import CSCGraph, NeighborSampler
-    from tritongnn.sampling import sampler as sampler_module
     data = random_data()  # 300 nodes
     graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes)
+    sync_above = None
 
     def keys(fanouts, batch_size=10, num_batches=1):
-        return NeighborSampler(graph, fanouts, device="cpu")._keys_bound(batch_size, num_batches)
+        sampler = NeighborSampler(graph, fanouts, device="cpu")
+        if sync_above is not None:
+            sampler.sync_above = sync_above
+        return sampler._keys_bound(batch_size, num_batches)
 
     assert keys([3, 2]) == 10 + 30 + 60
     assert keys([]) == 10
     assert keys([3, -1]) == 0  # fanout -1: sizes known only after a sync
-    monkeypatch.setattr(sampler_module, "_SYNC_ABOVE", 16)
+    sync_above = 16
     assert keys([1, 2], batch_size=17) == 0  # the second hop trims its frontier (a sync)
-    assert keys([1, 2], batch_size=16) == 16 + 16 + 2 * 16  # up to _SYNC_ABOVE it does not
+    assert keys([1, 2], batch_size=16) == 16 + 16 + 2 * 16  # up to sync_above it does not
     assert keys([2], batch_size=16) == 16 + 2 * 16  # the last hop never trims
     # per sub-batch: K = 2 trims past 32 frontier slots
     assert keys([1, 2], batch_size=32, num_batches=2) == 32 + 32 + 2 * 32
     assert keys([1, 2], batch_size=33, num_batches=2) == 0
     # a hop's new nodes fill at most K x num_nodes slots: the next hop's
     # candidates are bounded by the graph, not by the product of the fanouts
-    monkeypatch.setattr(sampler_module, "_SYNC_ABOVE", 1 << 30)
+    sync_above = 1 << 30
     assert keys([15, 10, 5], batch_size=8) == 8 + 120 + 1200 + 5 * 300
     assert keys([15, 10, 5], batch_size=16, num_batches=2) == 16 + 240 + 2400 + 5 * 600
     assert not NeighborSampler(graph, [3], device="cpu").cuda_graph  # CPU: no graphs

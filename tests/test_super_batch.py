@@ -238,17 +238,17 @@ def test_frontier_cut_to_the_graph_changes_no_batch(device, num_batches, monkeyp
     graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True).to(device)
     seeds = split_seeds(data.num_nodes, [20] * num_batches, device)
 
-    def batches():
+    def batches(sync_above=None):
         sampler = NeighborSampler(graph, [6, 5, 4], device=device, return_eid=True)
+        if sync_above is not None:
+            sampler.sync_above = sync_above
         gen = torch.Generator().manual_seed(5)
         return sampler.sample_many(seeds, gen) + [sampler.sample(seeds[0], gen)], sampler
     cut, sampler = batches()
     assert sampler._keys_bound(20 * num_batches, num_batches) == 20 * num_batches * (1 + 6) + \
         num_batches * 60 * (5 + 4)
-    monkeypatch.setattr(sampler_module, "_SYNC_ABOVE", 4)  # every hop past the first trimmed with a sync
-    trimmed, sampler = batches()
+    trimmed, sampler = batches(sync_above=4)  # every hop past the first trimmed with a sync
     assert sampler._keys_bound(20 * num_batches, num_batches) == 0
-    monkeypatch.undo()
     monkeypatch.setattr(sampler_module.NeighborSampler, "_frontier_cap", lambda self, k: 1 << 40)
     whole, sampler = batches()
     assert sampler._keys_bound(20 * num_batches, num_batches) == 20 * num_batches * (1 + 6 + 30 + 120)
@@ -263,7 +263,7 @@ def test_super_batches_captured_only_on_direct_tables(monkeypatch):
     # eagerly: its launches are already shared by K batches)
     from tritongnn.kernels import id_map
     from tritongnn.sampling import sampler as sampler_module
-    monkeypatch.setattr(sampler_module, "_CapturedHops", lambda sampler, size, k=1: ("captured", size, k))
+    monkeypatch.setattr(sampler_module, "CapturedHops", lambda sampler, size, k=1: ("captured", size, k))
     data = random_data()
     sampler = NeighborSampler(CSCGraph.from_edge_index(data.edge_index, data.num_nodes), [3, 2], device="cpu")
     monkeypatch.setattr(id_map, "DIRECT_MAX_BYTES", 8 * 2 * data.num_nodes)  # up to K = 2
