@@ -185,9 +185,8 @@ def test_a_dropped_loader_is_freed_at_once(device, replay):
     # host memory, for the host tiers) past the user's last reference until
     # the cyclic GC next runs: neither its slots (which hold the loader's
     # tiers and the sampler's packed graphs) nor, on a GPU, the sampler's own
-    # captured hops (found on the H200: the two-rank test's maps outlived
-    # their loader)
-    # (replayed where the cache holds every row; built where rows cross PCIe)
+    # captured hops (replayed where the cache holds every row; built where
+    # rows cross PCIe)
     data = random_data()
     loader = replaying(NeighborLoader(data, num_neighbors=[4, 3], input_nodes=data.train_mask, batch_size=16,
                                       device=device, placement="host", cache_budget=ALL_ROWS if replay else THIRD))

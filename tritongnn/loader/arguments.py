@@ -14,6 +14,8 @@ import torch
 from torch_geometric.data import Data
 
 from .._checks import check_ids_in_range, check_positive_int
+from ..cache.allocator import check_budget
+from ..cache.reorder import check_group
 from ..host_memory import pinned_empty
 from ..kernels.sample import METHODS as SAMPLE_METHODS
 from .placement import PLACEMENTS
@@ -154,6 +156,33 @@ def check_settings(*, batch_size, super_batch, sample_kernel, placement, prefetc
                         f"{share_host_memory!r}")
     if cache_policy not in CACHE_POLICIES:
         raise ValueError(f"cache_policy must be one of {CACHE_POLICIES}, got {cache_policy!r}")
+
+
+def check_host_options(placement: str, cache_budget, reuse, reorder_group: int, super_batch: int, dynamic,
+                       warm_budget) -> None:
+    """The options that save host reads, against the placement chosen
+    (``dynamic``: the resolved ``DynamicCacheConfig``, or None)."""
+    if cache_budget is not None and placement != "host":
+        raise ValueError(f"cache_budget={cache_budget!r} caches a graph kept in host memory: "
+                         f"pass placement='host' with it (placement='device' holds it all on the GPU)")
+    if not isinstance(reuse, bool) and reuse != "group":
+        raise TypeError(f"reuse must be a bool or 'group', got {type(reuse).__name__} {reuse!r}")
+    if reuse and placement != "host":
+        raise ValueError(f"reuse={reuse!r} saves host reads: it needs placement='host' (with "
+                         f"placement='device' every row is in GPU memory already)")
+    if reorder_group != 1:  # checked here, before the graph is built
+        check_group(reorder_group)
+    if reuse == "group" and reorder_group == 1 and super_batch == 1:
+        raise ValueError("reuse='group' reads each host row once per group of batches: pass "
+                         "super_batch > 1 or reorder_group > 1 (the group size) with it")
+    if dynamic is not None and cache_budget is None:
+        raise ValueError("dynamic_cache takes its share of cache_budget: pass cache_budget "
+                         "(and placement='host') with it")
+    if warm_budget is not None:
+        check_budget(warm_budget, "warm_budget")
+        if warm_budget and cache_budget is None:
+            raise ValueError(f"warm_budget={warm_budget} copies the rows after the GPU cache's: pass "
+                             f"cache_budget (and placement='host') with it")
 
 
 def check_input_nodes(input_nodes, num_nodes: int, device) -> torch.Tensor:

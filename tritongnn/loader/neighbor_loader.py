@@ -32,9 +32,8 @@ import weakref
 import torch
 
 from ..cache.dual import CacheStats
-from ..cache.allocator import check_budget
 from ..cache.dynamic import DynamicCacheConfig
-from ..cache.reorder import MatchReorder, check_group
+from ..cache.reorder import MatchReorder
 from ..cache.reuse import BatchReuse, GroupReuse
 from ..graph import csc_bytes
 from ..kernels._launch import new_stream
@@ -261,16 +260,9 @@ class NeighborLoader:
             reserve=memory_reserve)
         placement, cache_budget, self.placement_reason = chosen.placement, chosen.cache_budget, chosen.reason
         _log.info("tritongnn.NeighborLoader: %s", self.placement_reason)
-        self._check_host_options(placement, cache_budget, reuse, reorder_group, super_batch)
         dynamic = DynamicCacheConfig.resolve(dynamic_cache)
-        if dynamic is not None and cache_budget is None:
-            raise ValueError("dynamic_cache takes its share of cache_budget: pass cache_budget "
-                             "(and placement='host') with it")
-        if warm_budget is not None:
-            check_budget(warm_budget, "warm_budget")
-            if warm_budget and cache_budget is None:
-                raise ValueError(f"warm_budget={warm_budget} copies the rows after the GPU cache's: pass "
-                                 f"cache_budget (and placement='host') with it")
+        arguments.check_host_options(placement, cache_budget, reuse, reorder_group, super_batch, dynamic,
+                                     warm_budget)
         self.num_neighbors = check_num_neighbors(num_neighbors)
         num_nodes = data.num_nodes
         self.input_nodes = arguments.check_input_nodes(input_nodes, num_nodes, self.device)
@@ -342,23 +334,6 @@ class NeighborLoader:
             # current here; a pass may run under another, and its producer
             # waits only for the stream the pass began on. Once, at the end.
             torch.cuda.current_stream(self.device).synchronize()
-
-    @staticmethod
-    def _check_host_options(placement, cache_budget, reuse, reorder_group, super_batch) -> None:
-        """The options that save host reads, against the placement chosen."""
-        if cache_budget is not None and placement != "host":
-            raise ValueError(f"cache_budget={cache_budget!r} caches a graph kept in host memory: "
-                             f"pass placement='host' with it (placement='device' holds it all on the GPU)")
-        if not isinstance(reuse, bool) and reuse != "group":
-            raise TypeError(f"reuse must be a bool or 'group', got {type(reuse).__name__} {reuse!r}")
-        if reuse and placement != "host":
-            raise ValueError(f"reuse={reuse!r} saves host reads: it needs placement='host' (with "
-                             f"placement='device' every row is in GPU memory already)")
-        if reorder_group != 1:  # checked here, before the graph is built
-            check_group(reorder_group)
-        if reuse == "group" and reorder_group == 1 and super_batch == 1:
-            raise ValueError("reuse='group' reads each host row once per group of batches: pass "
-                             "super_batch > 1 or reorder_group > 1 (the group size) with it")
 
     # -- what the pipeline calls ------------------------------------------
 
