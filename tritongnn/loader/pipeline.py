@@ -97,7 +97,8 @@ class Prefetcher:
         try:
             if self.cuda:
                 torch.cuda.set_device(self.loader.device)
-                relax_thread()  # a user's capture on another thread neither fails this one's calls nor is broken by them
+                # a user's capture on another thread neither fails this one's calls nor is broken by them
+                relax_thread()
                 # The epoch's input ids were made on the consumer's stream: wait
                 # for them once, here, not per batch, or every batch would also
                 # wait for the training steps queued behind them.

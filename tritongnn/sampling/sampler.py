@@ -30,10 +30,11 @@ sub-batch id per node (``seeds_batch``, ``batch_ptr``); each hop is one
 classification pass (``kernels.classify``, three small launches), one
 sampling launch (``kernels.sample``) and one id-map insert (its three
 passes; keys ``sub_batch * N + node``: each sub-batch keeps its own ids, a
-node in two sub-batches is two nodes) for all K, as for a single batch. The per-hop Philox seeds are drawn per sub-batch exactly as
-``sample`` draws them for consecutive batches, and a node's draws are keyed
-by its position within its sub-batch, so every sub-batch comes out bit for
-bit as ``sample`` gives it alone. Each hop's outputs are grouped by
+node in two sub-batches is two nodes) for all K, as for a single batch.
+The per-hop Philox seeds are drawn per sub-batch exactly as ``sample``
+draws them for consecutive batches, and a node's draws are keyed by its
+position within its sub-batch, so every sub-batch comes out bit for bit as
+``sample`` gives it alone. Each hop's outputs are grouped by
 sub-batch (``edge_ptr`` from the classifier, ``num_new_per_batch`` from the
 id map). The host reads every hop's boundaries per sub-batch in one sync
 per super-batch, slices each sub-batch's parts from the hops' buffers and
