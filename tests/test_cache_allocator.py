@@ -57,21 +57,19 @@ def test_list_read_bytes_prices_picks_by_sector():
         [16 * x for x in [16, 16 + 32, 16 + 64, 16 + 480, 16 + 480]]
 
 
-def test_costlier_picks_move_the_budget_to_lists(monkeypatch):
+def test_costlier_picks_move_the_budget_to_lists():
     # two nodes whose rows are gathered as often as their lists are sampled;
     # 1000 bytes hold one row (512 B) or one list (200 x 4 + 8 B). Counted by
-    # the byte (PICK_COST 32), a row saves 1 byte per byte cached, a list's
+    # the byte (pick_cost=32), a row saves 1 byte per byte cached, a list's
     # 15 picks and indptr pair (496 B a read) 0.61: the row is cached.
     # Counted per access (the default: a sector charged as a row, 512 B), a
     # list saves 16x as much and takes the budget.
-    assert allocator.PICK_COST is None
     p = profile_of([5.0, 4.0], [10, 10], inputs=[10, 10])
     p.num_neighbors = [15]
     degree = torch.tensor([200, 200])
     per_access = plan_cache(p, degree, row_bytes=512, budget=1000, chunks=2)
     assert (per_access.num_feature, per_access.num_adjacency) == (0, 1)
-    monkeypatch.setattr(allocator, "PICK_COST", 32)
-    by_byte = plan_cache(p, degree, row_bytes=512, budget=1000, chunks=2)
+    by_byte = plan_cache(p, degree, row_bytes=512, budget=1000, chunks=2, pick_cost=32)
     assert (by_byte.num_feature, by_byte.num_adjacency) == (1, 0)
 
 

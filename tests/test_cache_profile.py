@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from tritongnn import CSCGraph, NeighborSampler
-from tritongnn.cache import AccessProfile, depth_weights, profile_accesses
+from tritongnn.cache import AccessProfile, depth_weights
+from tritongnn.sampling import profile_accesses
 from tritongnn.kernels._launch import reference_on_cpu
 
 

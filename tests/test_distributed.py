@@ -8,7 +8,7 @@ import torch.multiprocessing as mp
 
 from tritongnn import NeighborLoader
 from tritongnn.kernels._launch import reference_on_cpu
-from tritongnn.sampling.shard import SeedShards, resolve_ranks
+from tritongnn.loader.shard import SeedShards, resolve_ranks
 
 from test_loader import random_data
 

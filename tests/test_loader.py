@@ -382,7 +382,7 @@ def test_stats_read_while_the_producer_sums_count_each_batch_once():
     # loop may read loader.stats, which sums them too: a mark summed by both
     # was counted twice. The producer's sum is held inside its first mark
     # until the loop's read has begun (or 0.3 s, when the read waits for it)
-    from tritongnn.sampling.timing import _FOLD_EVERY, StageTimes
+    from tritongnn.loader.timing import _FOLD_EVERY, StageTimes
     times = StageTimes(torch.device("cpu"))
     summing, read_started = threading.Event(), threading.Event()
 
@@ -418,16 +418,17 @@ def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch, str
     # gather, staging), which are the loader's own, made once (not three a
     # pass). CUDA's stream calls are faked
     # (this runs on CPU too)
-    from tritongnn.sampling.loader import _Prefetcher
+    from tritongnn.loader.pipeline import Prefetcher
 
     class Event:
         def record(self, stream):
             self.stream = stream
 
-    class Loader:
+    class Loader:  # the surface the producer uses, the loader's own streams()
         device, prefetch, _streams = torch.device("cuda", 0), 2, None
+        streams = NeighborLoader.streams
 
-        def _batches(self, batches, gather_stream, staging_stream):
+        def build_batches(self, batches, gather_stream, staging_stream):
             yield from batches
 
     start, own = FakeStream("cuda:0", -1, "pass start"), FakeStream("cuda:0", -2, "the loop's")
@@ -438,7 +439,7 @@ def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch, str
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current["stream"])
     loader = Loader()
     batches = [Data(n_id=torch.arange(3)), Data(n_id=torch.arange(4))]
-    prefetcher = _Prefetcher(loader, batches)
+    prefetcher = Prefetcher(loader, batches)
     sampling, gather, staging = prefetcher.stream, prefetcher.gather_stream, prefetcher.staging_stream
     iterator = iter(prefetcher)
     first = next(iterator)
@@ -454,7 +455,7 @@ def test_each_batch_is_ordered_on_the_stream_it_is_asked_for_on(monkeypatch, str
     for stream in (start, own):
         assert stream.waited[-3:] == [sampling, gather, staging], stream.name
     drawn = stream_pool.drawn[0]
-    again = _Prefetcher(loader, batches)  # the next pass: the same three streams
+    again = Prefetcher(loader, batches)  # the next pass: the same three streams
     assert (again.stream, again.gather_stream, again.staging_stream) == (sampling, gather, staging)
     assert stream_pool.drawn[0] == drawn == 3
     assert len(list(again)) == 2
@@ -564,28 +565,31 @@ def test_leaving_an_epoch_early_is_prompt():
         assert time.perf_counter() - start < 0.05
 
 
-def test_captured_hops_only_where_no_hop_syncs(monkeypatch):
+def test_captured_hops_only_where_no_hop_syncs():
     from tritongnn import CSCGraph, NeighborSampler
-    from tritongnn.sampling import sampler as sampler_module
     data = random_data()  # 300 nodes
     graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes)
+    sync_above = None
 
     def keys(fanouts, batch_size=10, num_batches=1):
-        return NeighborSampler(graph, fanouts, device="cpu")._keys_bound(batch_size, num_batches)
+        sampler = NeighborSampler(graph, fanouts, device="cpu")
+        if sync_above is not None:
+            sampler.sync_above = sync_above
+        return sampler._keys_bound(batch_size, num_batches)
 
     assert keys([3, 2]) == 10 + 30 + 60
     assert keys([]) == 10
     assert keys([3, -1]) == 0  # fanout -1: sizes known only after a sync
-    monkeypatch.setattr(sampler_module, "_SYNC_ABOVE", 16)
+    sync_above = 16
     assert keys([1, 2], batch_size=17) == 0  # the second hop trims its frontier (a sync)
-    assert keys([1, 2], batch_size=16) == 16 + 16 + 2 * 16  # up to _SYNC_ABOVE it does not
+    assert keys([1, 2], batch_size=16) == 16 + 16 + 2 * 16  # up to sync_above it does not
     assert keys([2], batch_size=16) == 16 + 2 * 16  # the last hop never trims
     # per sub-batch: K = 2 trims past 32 frontier slots
     assert keys([1, 2], batch_size=32, num_batches=2) == 32 + 32 + 2 * 32
     assert keys([1, 2], batch_size=33, num_batches=2) == 0
     # a hop's new nodes fill at most K x num_nodes slots: the next hop's
     # candidates are bounded by the graph, not by the product of the fanouts
-    monkeypatch.setattr(sampler_module, "_SYNC_ABOVE", 1 << 30)
+    sync_above = 1 << 30
     assert keys([15, 10, 5], batch_size=8) == 8 + 120 + 1200 + 5 * 300
     assert keys([15, 10, 5], batch_size=16, num_batches=2) == 16 + 240 + 2400 + 5 * 600
     assert not NeighborSampler(graph, [3], device="cpu").cuda_graph  # CPU: no graphs

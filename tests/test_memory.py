@@ -8,8 +8,9 @@ from torch_geometric.data import Data
 
 from tritongnn import memory
 from tritongnn.memory import model_reserve
-from tritongnn.sampling.loader import NeighborLoader
-from tritongnn.sampling.placement import choose_placement
+from tritongnn import NeighborLoader
+from tritongnn.loader.placement import choose_placement
+from tritongnn.loader.tiers import resolve_budget
 
 
 def test_chunks_are_sized_by_the_memory_left():
@@ -30,9 +31,9 @@ def fake_capped_card(monkeypatch):
     assert memory.device_free_bytes(cuda) == 18 * 10**9
     assert memory.device_total_bytes(cuda) == 24 * 10**9
     assert memory.chunk_items(cuda, 100, 10**12) == 18 * 10**9 // 400
-    auto = NeighborLoader._resolve_budget(types.SimpleNamespace(device=cuda, memory_reserve="auto"), "auto")
+    auto = resolve_budget("auto", cuda, "auto")
     assert auto == 18 * 10**9 - (4 << 30)
-    stated = NeighborLoader._resolve_budget(types.SimpleNamespace(device=cuda, memory_reserve=10**9), "auto")
+    stated = resolve_budget("auto", cuda, 10**9)
     assert stated == 17 * 10**9
 
 

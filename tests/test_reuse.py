@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from tritongnn import NeighborLoader
-from tritongnn.sampling import loader as loader_module
-from tritongnn.sampling.loader import staging_group_sizes
+from tritongnn.loader.schedule import staging_group_sizes
 
 from test_cache_dynamic import skewed_data
 from test_cache_loader import epoch, row_bytes
@@ -112,8 +111,7 @@ def test_staging_group_sizes_halve_the_last_groups():
 
 
 def test_group_reuse_stages_the_last_groups_halved(monkeypatch):
-    # the loader stages the groups staging_group_sizes gives, and whole
-    # super-batches with the halving off
+    # the loader stages the groups staging_group_sizes gives
     data = skewed_data()
     loader = NeighborLoader(data, [3, 2], batch_size=128, placement="host", super_batch=4, reuse="group")
     staged = []
@@ -123,10 +121,6 @@ def test_group_reuse_stages_the_last_groups_halved(monkeypatch):
     num_batches = sum(1 for _ in loader)
     assert num_batches == len(loader) >= 8
     assert staged == staging_group_sizes(num_batches, 4) != whole_groups(num_batches, 4)
-    monkeypatch.setattr(loader_module, "HALVE_LAST_GROUPS", False)
-    staged.clear()
-    assert sum(1 for _ in loader) == num_batches
-    assert staged == whole_groups(num_batches, 4)
 
 
 def staging_is_released(loader):

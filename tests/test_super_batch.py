@@ -161,12 +161,12 @@ def test_super_batches_past_the_direct_table_go_in_passes_that_fit(device, monke
     graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True).to(device)
     seeds = split_seeds(data.num_nodes, [9, 9, 9, 9, 9, 4], device)
     passes = []  # sub-batches of each pass (each draws its per-hop seeds once)
-    original = sampler_module.NeighborSampler._draw_rng
+    original = sampler_module.NeighborSampler.draw_rng
 
     def recorded(self, generator, num_batches=1):
         passes.append(num_batches)
         return original(self, generator, num_batches)
-    monkeypatch.setattr(sampler_module.NeighborSampler, "_draw_rng", recorded)
+    monkeypatch.setattr(sampler_module.NeighborSampler, "draw_rng", recorded)
 
     def run():
         sampler = NeighborSampler(graph, [4, 3], device=device, return_eid=True)
@@ -238,17 +238,17 @@ def test_frontier_cut_to_the_graph_changes_no_batch(device, num_batches, monkeyp
     graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True).to(device)
     seeds = split_seeds(data.num_nodes, [20] * num_batches, device)
 
-    def batches():
+    def batches(sync_above=None):
         sampler = NeighborSampler(graph, [6, 5, 4], device=device, return_eid=True)
+        if sync_above is not None:
+            sampler.sync_above = sync_above
         gen = torch.Generator().manual_seed(5)
         return sampler.sample_many(seeds, gen) + [sampler.sample(seeds[0], gen)], sampler
     cut, sampler = batches()
     assert sampler._keys_bound(20 * num_batches, num_batches) == 20 * num_batches * (1 + 6) + \
         num_batches * 60 * (5 + 4)
-    monkeypatch.setattr(sampler_module, "_SYNC_ABOVE", 4)  # every hop past the first trimmed with a sync
-    trimmed, sampler = batches()
+    trimmed, sampler = batches(sync_above=4)  # every hop past the first trimmed with a sync
     assert sampler._keys_bound(20 * num_batches, num_batches) == 0
-    monkeypatch.undo()
     monkeypatch.setattr(sampler_module.NeighborSampler, "_frontier_cap", lambda self, k: 1 << 40)
     whole, sampler = batches()
     assert sampler._keys_bound(20 * num_batches, num_batches) == 20 * num_batches * (1 + 6 + 30 + 120)
@@ -263,7 +263,7 @@ def test_super_batches_captured_only_on_direct_tables(monkeypatch):
     # eagerly: its launches are already shared by K batches)
     from tritongnn.kernels import id_map
     from tritongnn.sampling import sampler as sampler_module
-    monkeypatch.setattr(sampler_module, "_CapturedHops", lambda sampler, size, k=1: ("captured", size, k))
+    monkeypatch.setattr(sampler_module, "CapturedHops", lambda sampler, size, k=1: ("captured", size, k))
     data = random_data()
     sampler = NeighborSampler(CSCGraph.from_edge_index(data.edge_index, data.num_nodes), [3, 2], device="cpu")
     monkeypatch.setattr(id_map, "DIRECT_MAX_BYTES", 8 * 2 * data.num_nodes)  # up to K = 2
@@ -354,32 +354,21 @@ def test_loader_super_batch_same_batches(device, super_batch):
         assert stats["batches"] == len(loader) == len(batches) == 8 and stats["sampling_seconds"] > 0
 
 
-def test_loader_super_batch_gathers_once_a_pass(device, monkeypatch):
-    # GATHER_PER_PASS: a super-batch's batches come out of one gather (and one
-    # n_id lookup): the same batches as one gather each, every x its own
-    # rows of the pass's
-    from tritongnn.sampling import loader as loader_module
+def test_loader_super_batch_gathers_each_batch(device, monkeypatch):
+    # a super-batch's batches are sampled in one pass, each gathered on its
+    # own: one gather a batch, of its own nodes
+    from tritongnn.loader import assemble
     data = random_data(edge_attr=True)
     args = dict(num_neighbors=[4, 3], input_nodes=data.train_mask, batch_size=20, shuffle=True, seed=4,
                 device=device, super_batch=3)
     calls = []
-    gather = loader_module.gather_rows
-    monkeypatch.setattr(loader_module, "gather_rows", lambda *a, **k: calls.append(a[1].numel()) or gather(*a, **k))
-    monkeypatch.setattr(loader_module, "GATHER_PER_PASS", False)  # the default
-    one_by_one = epoch_batches(NeighborLoader(data, **args))
-    assert len(calls) == 8  # a gather per batch
-    calls.clear()
-    monkeypatch.setattr(loader_module, "GATHER_PER_PASS", True)
+    gather = assemble.gather_rows
+    monkeypatch.setattr(assemble, "gather_rows", lambda *a, **k: calls.append(a[1].numel()) or gather(*a, **k))
     loader = NeighborLoader(data, **args)
-    batches = list(loader)
-    assert len(calls) == 3  # 8 batches in passes of 3, 3 and 2
-    assert calls == [sum(b.n_id.numel() for b in batches[i:i + 3]) for i in (0, 3, 6)]
-    for first, second in zip(batches[:2], batches[1:3]):  # views of the pass's rows, one after another
-        assert first.x._base is second.x._base is not None
-        assert second.x.data_ptr() == first.x.data_ptr() + first.x.numel() * first.x.element_size()
+    batches = epoch_batches(loader)
+    assert calls == [b.n_id.numel() for b in batches] and len(calls) == 8
     assert loader.stats["gather_seconds"] > 0 and loader.stats["batches"] == 8
-    assert_same_batches(one_by_one, epoch_batches(batches))  # (Data.to moves a batch in place: last)
-    assert_same_batches(plain_epochs(data, **dict(args, super_batch=1))[0], one_by_one)
+    assert_same_batches(plain_epochs(data, **dict(args, super_batch=1))[0], batches)
 
 
 @pytest.mark.parametrize("kernel", ["grouped", "grouped_split", "fused"])

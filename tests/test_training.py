@@ -112,7 +112,7 @@ def _masks_and_batches(replay: bool, steps: int = 120):
             step += 1
             if step == steps:
                 break
-    captured = sum(len(s) for s in loader._slots.values()) + sum(
+    captured = sum(len(s) for s in loader.replay.slots.values()) + sum(
         c is not None for c in loader.sampler._captured.values())
     return [m.cpu() for m in recorder.masks], batches, torch.cuda.get_rng_state(), captured
 

@@ -150,7 +150,7 @@ def main(argv=None) -> dict:
         raise drawer.error
     assert all(math.isfinite(v) for v in losses), "a loss is not finite"
     assert sum(losses[-20:]) < sum(losses[:20]), "the loss did not fall"
-    replayed = sum(len(slots) for slots in train._slots.values())
+    replayed = sum(len(slots) for slots in train.replay.slots.values())
     captured = sum(c is not None for c in train.sampler._captured.values())
     result = dict(vars(args), steps=steps, epochs=epoch, evaluated=evaluated, draws=drawer.draws,
                   replay_slots=replayed, captured_hops=captured, loss=sum(losses[-20:]) / 20)

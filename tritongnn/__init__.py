@@ -6,15 +6,18 @@ reading topology and features from GPU memory or pinned host memory (UVA).
 
 Data flow (each stage in its own module):
 
-    seeds -> sampling.sampler  (per hop: kernels.sample, kernels.id_map)
-          -> kernels.gather    (features: GPU rows, or pinned host rows via UVA)
-          -> sampling.loader   (a PyG Data batch, prepared on a side stream)
+    seeds -> sampling.sampler   (per hop: kernels.sample, kernels.id_map)
+          -> kernels.gather     (features: GPU rows, or pinned host rows via UVA)
+          -> loader.assemble    (a PyG Data batch)
+          -> loader.pipeline    (prepared on side streams by a producer thread)
 
-``graph`` holds the CSC topology, ``datasets`` the readers and synthetic
-graphs, ``kernels.reference`` the pure-torch versions of every kernel.
+``cache`` holds the dual GPU cache, ``graph`` the CSC topology, ``datasets``
+the readers and synthetic graphs, ``kernels.reference`` the pure-torch
+versions of every kernel.
 """
 from .graph import CSCGraph
-from .sampling import NeighborLoader, NeighborSampler, PyGSampler
+from .loader import NeighborLoader
+from .sampling import NeighborSampler, PyGSampler
 
 __version__ = "0.1.0"
 __all__ = ["CSCGraph", "NeighborLoader", "NeighborSampler", "PyGSampler", "__version__"]

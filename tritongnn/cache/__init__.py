@@ -1,6 +1,7 @@
 """The dual GPU cache (features and adjacency), built in the order data flows:
 
-- ``profile``: full-link offline access profiling (GARDEN eq. 4);
+- ``profile``: the access counts the cache is planned from (GARDEN eq. 4;
+  ``sampling.profile`` runs the sampler to collect them);
 - ``allocator``: the hot-first order and the split of one byte budget
   between the adjacency and feature caches (``CSCGraph.relabel`` renames);
 - ``dual``: the relabelled graph and features, their hot prefixes on the
@@ -12,7 +13,7 @@
 """
 from .allocator import CachePlan, hot_first_order, plan_by_degree, plan_cache
 from .dynamic import DynamicCache, DynamicCacheConfig
-from .profile import AccessProfile, depth_weights, profile_accesses
+from .profile import AccessProfile, depth_weights
 
-__all__ = ["AccessProfile", "depth_weights", "profile_accesses", "CachePlan", "hot_first_order",
+__all__ = ["AccessProfile", "depth_weights", "CachePlan", "hot_first_order",
            "plan_cache", "plan_by_degree", "DynamicCache", "DynamicCacheConfig"]

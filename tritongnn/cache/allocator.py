@@ -18,7 +18,7 @@ The split is greedy by marginal utility per byte, in two passes.
    profiled read, what sampling reads from a host list (its indptr pair and,
    per pick, one 32-byte sector, as picks are random positions; or the whole
    list, sector-rounded, when the fanout takes every neighbour), each
-   32-byte sector charged as one row gather (``PICK_COST``): through UVA a
+   32-byte sector charged as one row gather (``pick_cost``): through UVA a
    scattered read costs per access, not per byte.
 2. One order for both: the F hottest nodes (whose rows are cached, in any
    order among themselves), then the rest, each part by list utility; the
@@ -26,9 +26,9 @@ The split is greedy by marginal utility per byte, in two passes.
 
 Why both: the head of the hot-first order is hubs, whose lists cost hundreds
 of KB yet move some 15 sectors per read; an adjacency prefix of the
-feature order (the first design, which also counted a whole list read as
-one row gather) left the adjacency cache empty at 8 GB of a 30 GB graph,
-sampling all through UVA (bench/results). Budget left when no profiled
+feature order, with a whole list read counted as one row gather, leaves the
+adjacency cache empty at 8 GB of a 30 GB graph, sampling all through UVA
+(bench/results). Budget left when no profiled
 access remains goes to the unprofiled rest (rows first), so a budget that
 holds everything caches everything.
 
@@ -45,12 +45,11 @@ the dynamic cache's bytes come out of, in turn:
 
 Why: a dynamic cache refills its rows with the most gathered of the rows the
 static cache misses, so it makes up for static rows it displaces, while
-nothing makes up for a list no longer cached. Planning the static split on
-the budget minus the dynamic cache's bytes also shrank the adjacency cache.
-At 8 GB of the 50M-node graph, that cost adjacency hits 0.710 -> 0.670 and
-an epoch 1.56 -> 1.82 s, for a +0.8 point feature gain (bench/results).
-Taking the feature prefix's tail regardless of lists still cost 0.710 ->
-0.701.
+nothing makes up for a list that is not cached. Planning the static split
+on the budget minus the dynamic cache's bytes shrinks the adjacency cache
+too: at 8 GB of the 50M-node graph, adjacency hits 0.670 against 0.710 and
+an epoch 1.82 s against 1.56, for a +0.8 point feature gain (bench/results).
+Taking the feature prefix's tail regardless of lists gives 0.701.
 """
 from __future__ import annotations
 
@@ -132,9 +131,9 @@ def _shares(counts: torch.Tensor, cached: int) -> float:
 
 _SECTOR = 32  # bytes: the unit a GPU reads through UVA
 
-# What one 32-byte sector of a host list read is charged, in bytes of host
-# feature rows; None: one row gather's bytes (sector-rounded), i.e. UVA
-# reads charged per access. A list read is small and scattered (a node's
+# What one 32-byte sector of a host list read is charged (``pick_cost``), in
+# bytes of host feature rows; by default one row gather's bytes
+# (sector-rounded), i.e. UVA reads charged per access. A list read is small and scattered (a node's
 # indptr pair, then its picks at random positions, or its whole short list);
 # a missed row, one access too. Measured on the H200 with 512-byte rows
 # (papers100M-scale graph, 128 float32 features, recommended loader,
@@ -143,8 +142,7 @@ _SECTOR = 32  # bytes: the unit a GPU reads through UVA
 # 3.53-3.55 s at 24 GB; 96 gave 4.75 / 3.26; every cost from 256 to 4096
 # gave 4.07-4.14 / 3.17-3.23 s (at 8 GB, adjacency hit rate 0.28 at 32 and
 # 0.86-0.94 on the plateau, feature 0.43 and 0.26-0.31). One row's 512 is
-# inside the plateau. A module constant so that a benchmark can set it.
-PICK_COST: float | None = None
+# inside the plateau: ``plan_cache``'s default (``pick_cost=None``).
 
 
 def _sectors(nbytes):
@@ -168,7 +166,7 @@ def list_read_bytes(degree: torch.Tensor, num_neighbors, index_bytes: int = 4,
 
 def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, budget: int,
                index_bytes: int = 4, chunks: int = 4096, indptr_bytes: int = 8,
-               dynamic_bytes: int = 0) -> CachePlan:
+               dynamic_bytes: int = 0, pick_cost: float | None = None) -> CachePlan:
     """Split ``budget`` bytes between the two caches (module docstring).
 
     Args:
@@ -183,6 +181,8 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
         dynamic_bytes: bytes of ``budget`` the dynamic feature cache holds,
             taken from the feature cache's share (module docstring); the
             plan's ``budget`` is what is left for the two static caches.
+        pick_cost: bytes of row gathers one 32-byte sector of a list read
+            is charged as; None (default): one row's (sector-rounded).
 
     Returns:
         ``CachePlan``.
@@ -202,9 +202,9 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     hot = hot_first_order(profile)  # the feature order, eq. (4)
     degree = degree.to(device)[hot].to(torch.int64)
     # host time (in bytes of rows) each node's cached row / list would have
-    # saved when profiled; a list's sectors charged per access (PICK_COST)
+    # saved when profiled; a list's sectors charged per access (pick_cost)
     row_gain = profile.inputs[hot].double() * _sectors(row_bytes)
-    pick_cost = _sectors(row_bytes) if PICK_COST is None else PICK_COST
+    pick_cost = _sectors(row_bytes) if pick_cost is None else pick_cost
     list_gain = profile.adjacency[hot].double() * \
         list_read_bytes(degree, profile.num_neighbors, index_bytes, indptr_bytes, pick_cost)
     list_bytes = degree * index_bytes + indptr_bytes

@@ -1,5 +1,7 @@
-"""Mini-batch sampling: the multi-hop sampler and the drop-in NeighborLoader."""
-from .loader import NeighborLoader
-from .sampler import NeighborSampler, PyGSampler
+"""Mini-batch sampling over the graph's tiers: the multi-hop sampler, its
+PyG ``BaseSampler`` wrapper, and the access profile it runs for the cache."""
+from .profile import profile_accesses
+from .pyg import PyGSampler
+from .sampler import NeighborSampler
 
-__all__ = ["NeighborLoader", "NeighborSampler", "PyGSampler"]
+__all__ = ["NeighborSampler", "PyGSampler", "profile_accesses"]

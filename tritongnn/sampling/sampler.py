@@ -13,13 +13,8 @@ more new nodes than the graph has nodes): on a small graph the next hop's
 buffers then scale with the graph, not with the product of the fanouts.
 
 On a GPU, the hops of a batch are also captured once per batch size into a
-CUDA graph and replayed: a batch is some 20 small kernels and torch ops whose
-Python launch cost (~1 ms) exceeds their GPU time (~0.3 ms), and on the host
-that time competes with the training loop for the interpreter. Replay needs
-what capture froze to stay put: the seeds and per-hop Philox seeds are copied
-into static buffers, a hash id map is the graph's own (a direct one is the
-sampler's, shared: its tag tells batches apart), and the batch's
-outputs are copied out of the graph's buffers before the next replay. Batches
+CUDA graph and replayed (``sampling.captured``), and the batch's outputs
+are copied out of the graph's buffers before the next replay. Batches
 whose hops must sync (fanout -1, very large frontiers) run eagerly; both
 paths give the same batch for the same generator state. The limits on what
 is captured (``_SYNC_ABOVE``, ``_GRAPH_KEYS_MAX``) are per sub-batch: a
@@ -27,7 +22,7 @@ super-batch of K batches that each replay alone replays too, where its id
 map is a direct table (``id_map.direct_fits``). Where K batches' words pass
 the direct table but one batch's fit, ``sample_many`` samples them as
 consecutive super-batches of the most that fit (``_super_batch_step``): a
-super-batch on a hash map was slower than single batches.
+super-batch on a hash map is slower than single batches.
 
 Super-batching (GARDEN's super-batch degree classifier): ``sample_many``
 samples K batches in one pass. Their seeds are laid end to end with a
@@ -35,10 +30,11 @@ sub-batch id per node (``seeds_batch``, ``batch_ptr``); each hop is one
 classification pass (``kernels.classify``, three small launches), one
 sampling launch (``kernels.sample``) and one id-map insert (its three
 passes; keys ``sub_batch * N + node``: each sub-batch keeps its own ids, a
-node in two sub-batches is two nodes) for all K, as for a single batch. The per-hop Philox seeds are drawn per sub-batch exactly as
-``sample`` draws them for consecutive batches, and a node's draws are keyed
-by its position within its sub-batch, so every sub-batch comes out bit for
-bit as ``sample`` gives it alone. Each hop's outputs are grouped by
+node in two sub-batches is two nodes) for all K, as for a single batch.
+The per-hop Philox seeds are drawn per sub-batch exactly as ``sample``
+draws them for consecutive batches, and a node's draws are keyed by its
+position within its sub-batch, so every sub-batch comes out bit for bit as
+``sample`` gives it alone. Each hop's outputs are grouped by
 sub-batch (``edge_ptr`` from the classifier, ``num_new_per_batch`` from the
 id map). The host reads every hop's boundaries per sub-batch in one sync
 per super-batch, slices each sub-batch's parts from the hops' buffers and
@@ -51,41 +47,37 @@ decisions of one, with K times the work per launch. What it costs is
 memory: buffers and the id map are sized for K batches at once.
 Super-batches are captured into CUDA graphs too, one per (K, total seeds).
 On the H200 a replayed batch of 8000 seeds on a 5x10^7-node graph takes
-about 0.57 ms of GPU time at any K (0.63-0.69 before the id map's seen
-filter; its passes are most of it, and their work is per candidate), so
-what replaying K at once saves is K = 1's host share (0.08-0.32 ms a
-batch, with the host's speed): K = 8 sampled 1.03-1.51x as fast as K = 1
-there, 1.24-1.79x at batches of 1024-4000 seeds (less GPU work to hide
-that share), and 1.36-2.84x on cnr2000, whose batches overlap and leave
-the GPU idle more (bench/results/README.md, thirty-third to fortieth
-sessions; before the packing, 0.97-1.18x and 1.20-1.94x). The replay is
-most of what super-batching gives: with ``cuda_graph=False`` K = 1 took
-2.3-3.1 ms a batch there and K = 8 was 2.2-3.4x as fast (fortieth). Where rows
-cross PCIe the K frontiers, read in node-id order together, touch each
+about 0.57 ms of GPU time at any K (the id map's passes are most of it, and
+their work is per candidate), so what replaying K at once saves is K = 1's
+host share (0.08-0.32 ms a batch, with the host's speed): K = 8 samples
+1.03-1.51x as fast as K = 1 there, 1.24-1.79x at batches of 1024-4000 seeds
+(less GPU work to hide that share), and 1.36-2.84x on cnr2000, whose
+batches overlap and leave the GPU idle more (bench/results/README.md). The
+replay is most of what super-batching gives: with ``cuda_graph=False``
+K = 1 takes 2.3-3.1 ms a batch there and K = 8 is 2.2-3.4x as fast. Where
+rows cross PCIe the K frontiers, read in node-id order together, touch each
 host page more densely: 1.43-1.48x through UVA, 1.38-1.71x with the
-adjacency cache holding a quarter to half of the edges (thirty-ninth
-session; 1.14-1.28x with three quarters or more, most reads then served).
+adjacency cache holding a quarter to half of the edges (1.14-1.28x with
+three quarters or more, most reads then served).
 
-``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``; ``PyGSampler``
-wraps it as a ``torch_geometric.sampler.BaseSampler`` so PyG's ``NodeLoader``
-can drive it too.
+``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``;
+``sampling.pyg.PyGSampler`` wraps it as a ``torch_geometric.sampler.BaseSampler``
+so PyG's ``NodeLoader`` can drive it too.
 """
 from __future__ import annotations
 
 import math
-import weakref
 
 import torch
-from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
+from torch_geometric.sampler import SamplerOutput
 
 from .._checks import check_ids_in_range, check_positive_int
-from ..cuda_graph import capture
 from ..graph import CSCGraph
-from ..host_memory import pinned_empty
-from ..kernels import IdMap, draw_seeds, pack_prefixes, sample_neighbors
+from ..kernels import IdMap, draw_seeds, sample_neighbors
 from ..kernels.id_map import DirectTable, direct_fits
 from ..kernels.sample import MAX_FANOUT, check_method, visits_in_node_order
 from ..kernels._launch import host_list, on_device, on_device_of, use_triton
+from .captured import CapturedHops, PackedBatch, hop_bounds, hop_sizes, sub_batch_of
 
 # Both limits are per sub-batch: a super-batch of K has K times each.
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
@@ -108,24 +100,6 @@ def _edge_rows(rows: list[torch.Tensor], cols: list[torch.Tensor], device) -> tu
         torch.cat(rows, out=edge_index[0])
         torch.cat(cols, out=edge_index[1])
     return edge_index[0], edge_index[1]
-
-
-def _sizes(hops) -> torch.Tensor:
-    """Every hop's edge count and new-node count, ``[e0, n0, e1, n1, ...]``:
-    what the host reads of a batch, in one tensor."""
-    return torch.cat([t for e, m in hops for t in (e.num_edges, m.num_new)])
-
-
-def _bounds(hops, num_batches: int) -> torch.Tensor:
-    """Every hop's ``edge_ptr`` (K + 1) and new nodes per sub-batch (K), hop
-    after hop: what the host reads of a super-batch, in one tensor."""
-    return torch.cat([t for e, m in hops for t in (e.edge_ptr, m.num_new_per_batch[:num_batches])])
-
-
-def _sub_batch_of(batch_ptr: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """The sub-batch of each seed position (``batch_ptr``: ``K + 1``), on the
-    device with no sync (empty sub-batches too)."""
-    return torch.bucketize(positions, batch_ptr[1:], right=True)
 
 
 def _end_to_end(first: torch.Tensor, second: torch.Tensor) -> bool:
@@ -191,139 +165,6 @@ def _within_kernel_fanouts(num_neighbors: list[int], graph: CSCGraph, replace: b
     return out
 
 
-class _CapturedHops:
-    """A CUDA graph of the hops of one shape, K sub-batches of ``batch_size``
-    seeds in all, with the buffers it reads: ``seeds``, ``rng`` (per-hop,
-    per-sub-batch Philox seeds) and, for K > 1, ``batch_ptr`` (the seeds'
-    sub-batches are worked out from it in the graph) are written before
-    each replay; ``hops`` are overwritten by it. How the seeds split among
-    the K sub-batches lives in those buffers, so one graph serves every
-    split of the same total."""
-
-    def __init__(self, sampler: "NeighborSampler", batch_size: int, num_batches: int = 1):
-        device = self.device = sampler.device
-        # weakly: the sampler keeps its graphs (``_captured``), and a cycle
-        # would keep the sampler, and its adjacency in pinned host memory,
-        # past the loader until the cyclic GC next runs
-        self._sampler = weakref.ref(sampler)
-        self.seeds = torch.zeros(batch_size, dtype=torch.int64, device=device)
-        self.rng = torch.zeros(len(sampler.num_neighbors), num_batches, dtype=torch.int64, device=device)
-        # the Philox seeds staged in pinned memory: from pageable memory the
-        # copy may wait for the stream to drain first (CUDA's rule for
-        # staged copies), which on the loop's thread (``pipeline``) would
-        # wait for the batches replayed before. Written again only after the
-        # host has waited for the replay that read it (its sizes).
-        self.rng_host = pinned_empty(tuple(self.rng.shape), torch.int64, device)
-        self.batch_ptr = self.ptr_host = self._positions = None
-        if num_batches > 1:  # a valid split for the warm-up run: every seed in sub-batch 0
-            self.batch_ptr = torch.full((num_batches + 1,), batch_size, dtype=torch.int64, device=device)
-            self.batch_ptr[0] = 0
-            self.ptr_host = pinned_empty((num_batches + 1,), torch.int64, device)  # staged as rng_host is
-            self._positions = torch.arange(batch_size, device=device)
-        # its own hash table, sized so that no hop needs to grow it (a sync),
-        # or the sampler's direct table
-        self.id_map = sampler._new_id_map(sampler._keys_bound(batch_size, num_batches), num_batches)
-        self.num_batches = num_batches
-        self.graph = None
-        if device.type == "cuda":
-            self.graph, _ = capture(self._run)
-        else:  # (``PackedBatch`` on a CPU: each replay runs the hops)
-            self._run()
-
-    def _run(self):
-        """The captured work: every hop and what the host reads after a
-        replay (``sizes``: ``_sizes``, or ``_bounds`` for K > 1)."""
-        # the seeds' sub-batches from batch_ptr, in the graph: one input fewer to write
-        seeds_batch = None if self.batch_ptr is None else _sub_batch_of(self.batch_ptr, self._positions)
-        self.hops = self._sampler()._hops(self.seeds, self.rng, None, self.id_map, seeds_batch, self.batch_ptr)
-        self.sizes = None if not self.hops else \
-            _sizes(self.hops) if self.num_batches == 1 else _bounds(self.hops, self.num_batches)
-
-    def replay(self, seeds, rng: torch.Tensor, batch_ptr: torch.Tensor | None = None):
-        """Run the graph on these inputs: ``seeds`` (a tensor, or for K > 1
-        the K sub-batches' tensors, written end to end into its buffer),
-        ``rng`` and, for K > 1, ``batch_ptr`` (``K + 1``), both on the CPU
-        (staged in pinned memory: no copy here waits for the stream); returns
-        ``(hops, sizes)``, the hops' buffers and the sizes (``_sizes``, or
-        ``_bounds`` for K > 1) in one tensor."""
-        if isinstance(seeds, torch.Tensor):
-            self.seeds.copy_(seeds)
-        else:
-            torch.cat(list(seeds), out=self.seeds)
-        self.rng_host.copy_(rng)
-        self.rng.copy_(self.rng_host, non_blocking=True)
-        if self.batch_ptr is not None:
-            self.ptr_host.copy_(batch_ptr)
-            self.batch_ptr.copy_(self.ptr_host, non_blocking=True)
-        if self.graph is None:
-            self._run()  # (the map's ``start`` counts the batch)
-        else:
-            if self.id_map.direct is not None:
-                self.id_map.direct.next_batch()  # the replay takes the next tag
-            self.graph.replay()
-        return self.hops, self.sizes
-
-
-class PackedBatch(_CapturedHops):
-    """One batch's hops and its copy-out in one graph: after the hops, the
-    batch's ``node`` (seeds, then each hop's new nodes) and its edges
-    (``edges[:E]`` the rows, ``edges[E:2E]`` the columns: ``edge_index``
-    as one ``[2, E]`` view) are packed into buffers of their own, sized by
-    the hops' bounds, at offsets the device computes
-    (``kernels.pack_prefixes``), and every hop's sizes are copied to pinned
-    host memory (``sizes_host``). What a replay leaves is then read after
-    one wait on the replay's stream, with no launch: the batch's tensors are
-    views (``outputs``). A replay overwrites them: the loader's
-    ``BatchPipeline`` keeps a ring of these, one per batch in flight or held.
-
-    On a CPU (tests, under Triton's interpreter) nothing is captured: each
-    replay runs the same work eagerly into the same buffers.
-    """
-
-    def __init__(self, sampler: "NeighborSampler", batch_size: int):
-        if sampler.return_eid:
-            raise ValueError("a packed batch has no e_id: build the sampler with return_eid=False")
-        self.node = self.edges = self.sizes_host = None
-        super().__init__(sampler, batch_size)
-
-    def _run(self):
-        super()._run()
-        hops, device = self.hops, self.device
-        if self.node is None:  # the first (uncaptured) run: the hops' bounds size the buffers
-            node_bound = self.seeds.numel() + sum(m.new_nodes.numel() for _, m in hops)
-            edge_bound = sum(m.local.numel() for _, m in hops)
-            # zeros: past a batch's nodes stay ids of earlier batches, in range
-            # for every lookup that runs over the whole buffer
-            self.node = torch.zeros(node_bound, dtype=torch.int64, device=device)
-            self.edges = torch.empty(2 * edge_bound, dtype=torch.int64, device=device)
-            # (registered in place, not torch's caching host allocator: a
-            # copy into its blocks records an event, which a capture refuses)
-            self.sizes_host = pinned_empty((2 * len(hops),), torch.int64, device)
-            self._num_seeds = torch.full((1,), self.seeds.numel(), dtype=torch.int64, device=device)
-        self.num_nodes = pack_prefixes([self.seeds] + [m.new_nodes for _, m in hops],
-                                       [self._num_seeds] + [m.num_new for _, m in hops], self.node)
-        counts = [e.num_edges for e, _ in hops]
-        self.num_edges = pack_prefixes([m.local for _, m in hops], counts, self.edges)
-        pack_prefixes([e.dst for e, _ in hops], counts, self.edges, start=self.num_edges)
-        if hops:
-            self.sizes_host.copy_(self.sizes, non_blocking=True)
-
-    def outputs(self) -> tuple[SamplerOutput, torch.Tensor]:
-        """The replayed batch as ``NeighborSampler.sample`` returns it, and
-        its ``edge_index``: ``node``, ``row``, ``col`` and ``edge_index``
-        views of this graph's buffers (valid until its next replay). Call
-        once the replay's stream has run it (the sizes are read from
-        ``sizes_host``)."""
-        sizes = self.sizes_host.tolist()
-        num_edges, num_new = sizes[0::2], sizes[1::2]
-        num_seeds = self.seeds.numel()
-        n, e = num_seeds + sum(num_new), sum(num_edges)
-        edge_index = self.edges[:2 * e].view(2, e)
-        out = SamplerOutput(node=self.node[:n], row=edge_index[0], col=edge_index[1], edge=None,
-                            num_sampled_nodes=[num_seeds] + num_new, num_sampled_edges=num_edges)
-        return out, edge_index
-
-
 class NeighborSampler:
     """Samples the L-hop neighbourhood of a batch of seeds, or of K batches
     at once (``sample_many``).
@@ -387,7 +228,10 @@ class NeighborSampler:
         self._id_map = None
         self._direct: DirectTable | None = None  # the direct id maps' words, shared
         self.cuda_graph = bool(cuda_graph) and self.device.type == "cuda"
-        self._captured: dict[int | tuple[int, int], _CapturedHops | None] = {}
+        self._captured: dict[int | tuple[int, int], CapturedHops | None] = {}
+        # frontier slots a sub-batch past which a hop syncs to trim its buffers
+        # (per sampler: a small graph's tests set it low to reach the trim)
+        self.sync_above = _SYNC_ABOVE
         self._tiers = {} if hot_indptr is None and hot_indices is None else \
             dict(hot_indptr=hot_indptr, hot_indices=hot_indices)
         self._kernel = dict(method=method, d_max=d_max)
@@ -419,10 +263,10 @@ class NeighborSampler:
         """Slots the hops of a (super-)batch of ``batch_size`` seeds in all,
         in ``num_batches`` sub-batches, ask of the id map (seeds plus every
         candidate), or 0 when a hop syncs: fanout -1, or a frontier trimmed
-        past ``_SYNC_ABOVE`` slots a sub-batch (``_hops``)."""
+        past ``sync_above`` slots a sub-batch (``_hops``)."""
         total = frontier = batch_size
         for hop, fanout in enumerate(self._fanouts):
-            if fanout == -1 or (hop > 0 and frontier > _SYNC_ABOVE * num_batches):
+            if fanout == -1 or (hop > 0 and frontier > self.sync_above * num_batches):
                 return 0
             candidates = frontier * fanout
             total += candidates
@@ -501,7 +345,7 @@ class NeighborSampler:
                 per_batch = mapped.num_new_per_batch[:num_batches]
                 batch_ptr = torch.cat([per_batch.new_zeros(1), torch.cumsum(per_batch, 0)])
             keep = min(frontier.numel(), cap)  # a static cut (no sync): never more new nodes than that
-            if keep > _SYNC_ABOVE * num_batches:
+            if keep > self.sync_above * num_batches:
                 keep = int(num_frontier.item())  # the real frontier (a sync)
             if keep < frontier.numel():
                 frontier, frontier_local = frontier[:keep], frontier_local[:keep]
@@ -526,7 +370,7 @@ class NeighborSampler:
             step += 1
         return step
 
-    def _replayable(self, batch_size: int, num_batches: int = 1) -> _CapturedHops | None:
+    def _replayable(self, batch_size: int, num_batches: int = 1) -> CapturedHops | None:
         key = batch_size if num_batches == 1 else (num_batches, batch_size)
         if key not in self._captured:
             keys = self._keys_bound(batch_size, num_batches)
@@ -539,7 +383,7 @@ class NeighborSampler:
             direct = num_batches == 1 or direct_fits(self.graph.num_nodes, num_batches)
             if 0 < keys <= _GRAPH_KEYS_MAX * num_batches and len(self._captured) < _GRAPHS_MAX and direct:
                 try:
-                    captured = _CapturedHops(self, batch_size, num_batches)
+                    captured = CapturedHops(self, batch_size, num_batches)
                 except RuntimeError:  # a sync or an unsupported call in the capture
                     captured = None
             self._captured[key] = captured
@@ -559,7 +403,7 @@ class NeighborSampler:
             return None
         return PackedBatch(self, batch_size)
 
-    def _draw_rng(self, generator, num_batches: int = 1) -> torch.Tensor | None:
+    def draw_rng(self, generator, num_batches: int = 1) -> torch.Tensor | None:
         """``[L, K]`` per-hop Philox seeds on the CPU: L per batch, drawn
         batch after batch as consecutive ``sample`` calls draw them (a
         replay copies them into its buffer, an eager pass to the device)."""
@@ -602,14 +446,14 @@ class NeighborSampler:
         if validate:
             self._check_seeds(seeds, "seeds")
             check_ids_in_range(seeds, self.graph.num_nodes, "seeds")
-        rng = self._draw_rng(generator)  # one draw per hop, so both paths agree
+        rng = self.draw_rng(generator)  # one draw per hop, so both paths agree
         captured = self._replayable(seeds.numel()) if self.cuda_graph and seeds.numel() else None
         if captured is not None:
             hops, sizes = captured.replay(seeds, rng)
         else:
             hops = self._hops(seeds, self._rng_on_device(rng), generator,
                               self._map_for(self._node_bound(seeds.numel())))
-            sizes = _sizes(hops) if hops else None
+            sizes = hop_sizes(hops) if hops else None
 
         # The one sync of the batch: every hop's sizes in one copy. The
         # slices below copy the batch out of the (possibly replayed) buffers.
@@ -671,7 +515,7 @@ class NeighborSampler:
             return [out for first in range(0, num_batches, step)
                     for out in self.sample_many(list(seeds_list[first:first + step]), generator, validate=False)]
 
-        rng = self._draw_rng(generator, num_batches)
+        rng = self.draw_rng(generator, num_batches)
         ptr = torch.tensor([0] + sizes, dtype=torch.int64).cumsum(0)
         captured = self._replayable(total, num_batches) if self.cuda_graph else None
         if captured is not None:
@@ -680,10 +524,10 @@ class NeighborSampler:
         else:
             seeds = torch.cat(list(seeds_list))
             batch_ptr = ptr.to(self.device)
-            seeds_batch = _sub_batch_of(batch_ptr, torch.arange(total, device=self.device))
+            seeds_batch = sub_batch_of(batch_ptr, torch.arange(total, device=self.device))
             id_map = self._map_for(sum(self._node_bound(b) for b in sizes), num_batches)
             hops = self._hops(seeds, self._rng_on_device(rng), generator, id_map, seeds_batch, batch_ptr)
-            bounds = _bounds(hops, num_batches) if hops else None
+            bounds = hop_bounds(hops, num_batches) if hops else None
 
         # The one sync of the super-batch: how many edges and new nodes each
         # sub-batch has in every hop.
@@ -728,39 +572,3 @@ class NeighborSampler:
                 num_sampled_nodes=[sizes[k]] + [hop[k] for hop in num_new],
                 num_sampled_edges=[hop[k] for hop in num_edges]))
         return outputs
-
-
-class PyGSampler(BaseSampler):
-    """``NeighborSampler`` behind PyG's ``BaseSampler`` seam, for PyG's own
-    ``NodeLoader``::
-
-        loader = torch_geometric.loader.NodeLoader(
-            data, PyGSampler(data, [10, 10]), input_nodes=data.train_mask, batch_size=128)
-
-    Args:
-        data: a ``torch_geometric.data.Data`` with ``edge_index``.
-        num_neighbors, replace, device: as for ``NeighborSampler``.
-        seed: seeds the sampler's random stream.
-    """
-
-    def __init__(self, data, num_neighbors, replace: bool = False, device=None, seed: int = 0):
-        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True)
-        self.sampler = NeighborSampler(graph.to(device), num_neighbors, replace, device,
-                                       return_eid=True)
-        self.device = device
-        self.generator = torch.Generator().manual_seed(seed)
-
-    @property
-    def edge_permutation(self):
-        return None  # ``SamplerOutput.edge`` already holds edge ids
-
-    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput:
-        if index.time is not None:
-            raise NotImplementedError("temporal sampling (input_time) is not supported yet")
-        out = self.sampler.sample(index.node.to(self.device, torch.int64), self.generator)
-        out.metadata = (index.input_id, index.time)
-        return out
-
-    def sample_from_edges(self, index, neg_sampling=None):
-        raise NotImplementedError("link-level sampling (sample_from_edges) is not supported yet")

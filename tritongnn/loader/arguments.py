@@ -1,0 +1,298 @@
+"""The loader's arguments checked and normalised before anything is built:
+PyG's keyword arguments (the unsupported ones refused by name), the seeds,
+the attributes of ``data`` split into what batches slice by ``n_id`` or
+``e_id`` and what they copy, and ``x`` in its stored dtype."""
+from __future__ import annotations
+
+import enum
+import numbers
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from .._checks import check_ids_in_range, check_positive_int
+from ..cache.allocator import check_budget
+from ..cache.reorder import check_group
+from ..host_memory import pinned_empty
+from ..kernels.sample import METHODS as SAMPLE_METHODS
+from .placement import PLACEMENTS
+
+# PyG arguments this loader does not implement yet, with the value that means
+# "not used": passing anything else raises NotImplementedError naming it.
+_UNSUPPORTED = {
+    "input_time": None,
+    "subgraph_type": "directional",
+    "disjoint": False,
+    "temporal_strategy": "uniform",
+    "time_attr": None,
+    "weight_attr": None,
+    "transform_sampler_output": None,
+    "filter_per_worker": None,
+    "neighbor_sampler": None,
+    "directed": True,
+    "collate_fn": None,
+    "sampler": None,
+    "batch_sampler": None,
+    "generator_device": None,
+    "custom_cls": None,  # (PyG's NodeLoader's own, reached through NeighborLoader's kwargs)
+    "input_id": None,
+}
+# DataLoader worker settings: there are no workers (sampling runs on the GPU in
+# this process), so these have no effect; say so instead of dropping them.
+_NO_EFFECT = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor",
+              "timeout", "worker_init_fn", "multiprocessing_context", "pin_memory_device",
+              "in_order")
+_FEATURE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # stores narrower than data.x's
+CACHE_POLICIES = ("profile", "degree")
+
+
+def sliced_attributes(data: Data):
+    """``(key, value, is_node)`` of the attributes batches slice by ``n_id``
+    (node) or ``e_id`` (edge), ``x`` and ``edge_index`` aside."""
+    for key, value in data.items():
+        if key in ("x", "edge_index", "num_nodes") or not isinstance(value, (torch.Tensor, np.ndarray)):
+            continue
+        if data.is_node_attr(key) or data.is_edge_attr(key):
+            yield key, value, data.is_node_attr(key)
+
+
+def _nbytes(value) -> int:
+    return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else int(value.nbytes)
+
+
+def feature_bytes(x, feature_dtype) -> int:
+    """Bytes of ``x`` as the loader stores it (in ``feature_dtype``)."""
+    if x is None or not hasattr(x, "shape"):
+        return 0
+    if not isinstance(feature_dtype, torch.dtype):  # None, or refused by name later
+        return _nbytes(x)
+    return int(np.prod(x.shape)) * feature_dtype.itemsize
+
+
+def attribute_bytes(data: Data) -> int:
+    return sum(_nbytes(value) for _, value, _ in sliced_attributes(data))
+
+
+def has_edge_attrs(data: Data) -> bool:
+    return any(not is_node for _, _, is_node in sliced_attributes(data))
+
+
+def num_edges(data: Data) -> int:
+    edge_index = data.edge_index
+    return edge_index.shape[-1] if hasattr(edge_index, "shape") and len(edge_index.shape) == 2 else 0
+
+
+def as_tensor(value, name: str) -> torch.Tensor:
+    """A numpy array (an ``np.memmap`` too) as a torch tensor over the same
+    memory, never written (a read-only one too); a tensor as it is."""
+    if not isinstance(value, np.ndarray):
+        return value
+    try:
+        with warnings.catch_warnings():  # a read-only array: the loader only reads it
+            warnings.filterwarnings("ignore", message=".*not writable.*")
+            return torch.from_numpy(value)
+    except TypeError as error:
+        raise TypeError(f"{name} is a numpy array of dtype {value.dtype}, which has no torch dtype") from error
+
+
+def check_kwargs(kwargs: dict) -> None:
+    for name, value in kwargs.items():
+        if name in _UNSUPPORTED:
+            default = _UNSUPPORTED[name]
+            if isinstance(value, enum.Enum):  # e.g. SubgraphType.directional, PyG's default
+                value = value.value
+            if value is not default and value != default:
+                raise NotImplementedError(
+                    f"tritongnn.NeighborLoader does not support {name}={value!r} yet")
+        elif name in _NO_EFFECT:
+            warnings.warn(f"NeighborLoader: {name}={value!r} has no effect: tritongnn samples and "
+                          f"gathers on the GPU in this process, with no DataLoader workers",
+                          stacklevel=3)
+        elif name == "is_sorted":
+            continue  # a hint for PyG's CSC conversion; ours sorts either way
+        else:
+            raise TypeError(f"NeighborLoader got an unexpected keyword argument {name!r}")
+
+
+def check_data(data) -> None:
+    if isinstance(data, tuple):
+        raise NotImplementedError("data as a (FeatureStore, GraphStore) pair is not supported yet")
+    if not isinstance(data, Data):
+        if type(data).__name__ == "HeteroData":
+            raise NotImplementedError("HeteroData (heterogeneous graphs) is not supported yet")
+        raise TypeError(f"data must be a torch_geometric.data.Data, got {type(data).__name__}")
+    if "edge_index" not in data:
+        raise NotImplementedError("data without edge_index (e.g. adj_t) is not supported yet")
+
+
+def check_settings(*, batch_size, super_batch, sample_kernel, placement, prefetch, generator, seed,
+                   feature_dtype, share_host_memory, cache_policy) -> None:
+    """The arguments that need nothing but themselves to be checked."""
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("super_batch", super_batch)
+    if sample_kernel not in SAMPLE_METHODS:
+        raise ValueError(f"sample_kernel must be one of {SAMPLE_METHODS}, got {sample_kernel!r}")
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
+    if not isinstance(prefetch, int) or prefetch < 0:
+        raise ValueError(f"prefetch must be an int >= 0, got {prefetch!r}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    if generator is not None and generator.device.type != "cpu":
+        raise ValueError(f"generator must be a CPU torch.Generator, got one on {generator.device}")
+    if seed is not None:
+        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
+            raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+        if not 0 <= seed < 2**62:
+            raise ValueError(f"seed must be in [0, 2**62), got {seed}")
+    if feature_dtype is not None and feature_dtype not in _FEATURE_DTYPES:
+        raise TypeError(f"feature_dtype must be one of torch.float16, torch.bfloat16, torch.float32 "
+                        f"(or None), got {feature_dtype!r}")
+    if not isinstance(share_host_memory, bool):
+        raise TypeError(f"share_host_memory must be a bool, got {type(share_host_memory).__name__} "
+                        f"{share_host_memory!r}")
+    if cache_policy not in CACHE_POLICIES:
+        raise ValueError(f"cache_policy must be one of {CACHE_POLICIES}, got {cache_policy!r}")
+
+
+def check_host_options(placement: str, cache_budget, reuse, reorder_group: int, super_batch: int, dynamic,
+                       warm_budget) -> None:
+    """The options that save host reads, against the placement chosen
+    (``dynamic``: the resolved ``DynamicCacheConfig``, or None)."""
+    if cache_budget is not None and placement != "host":
+        raise ValueError(f"cache_budget={cache_budget!r} caches a graph kept in host memory: "
+                         f"pass placement='host' with it (placement='device' holds it all on the GPU)")
+    if not isinstance(reuse, bool) and reuse != "group":
+        raise TypeError(f"reuse must be a bool or 'group', got {type(reuse).__name__} {reuse!r}")
+    if reuse and placement != "host":
+        raise ValueError(f"reuse={reuse!r} saves host reads: it needs placement='host' (with "
+                         f"placement='device' every row is in GPU memory already)")
+    if reorder_group != 1:  # checked here, before the graph is built
+        check_group(reorder_group)
+    if reuse == "group" and reorder_group == 1 and super_batch == 1:
+        raise ValueError("reuse='group' reads each host row once per group of batches: pass "
+                         "super_batch > 1 or reorder_group > 1 (the group size) with it")
+    if dynamic is not None and cache_budget is None:
+        raise ValueError("dynamic_cache takes its share of cache_budget: pass cache_budget "
+                         "(and placement='host') with it")
+    if warm_budget is not None:
+        check_budget(warm_budget, "warm_budget")
+        if warm_budget and cache_budget is None:
+            raise ValueError(f"warm_budget={warm_budget} copies the rows after the GPU cache's: pass "
+                             f"cache_budget (and placement='host') with it")
+
+
+def check_input_nodes(input_nodes, num_nodes: int, device) -> torch.Tensor:
+    if input_nodes is None:
+        return torch.arange(num_nodes, device=device)
+    if isinstance(input_nodes, (str, tuple)):
+        raise NotImplementedError("input_nodes with a node type (heterogeneous graphs) is not supported yet")
+    if not isinstance(input_nodes, torch.Tensor):
+        raise TypeError(f"input_nodes must be a tensor of node ids, a bool mask or None, "
+                        f"got {type(input_nodes).__name__}")
+    if input_nodes.dtype == torch.bool:
+        if input_nodes.dim() != 1 or input_nodes.numel() != num_nodes:
+            raise ValueError(f"input_nodes as a bool mask must have shape [{num_nodes}], "
+                             f"got {tuple(input_nodes.shape)}")
+        nodes = torch.nonzero(input_nodes).flatten()
+    elif input_nodes.dtype.is_floating_point or input_nodes.dtype.is_complex:
+        raise TypeError(f"input_nodes must hold integer node ids or be a bool mask, got {input_nodes.dtype}")
+    else:
+        if input_nodes.dim() != 1:
+            raise ValueError(f"input_nodes must be 1-D, got shape {tuple(input_nodes.shape)}")
+        nodes = input_nodes.to(torch.int64)
+        check_ids_in_range(nodes, num_nodes, "input_nodes")
+    if nodes.numel() == 0:
+        raise ValueError("input_nodes is empty: there is no seed to sample from")
+    return nodes.to(device)
+
+
+@dataclass
+class Attributes:
+    """``data``'s attributes besides ``x`` and ``edge_index``, as batches
+    take them: ``node`` and ``edge`` ones ``{key: (tensor on the device,
+    dim)}``, sliced by ``n_id`` / ``e_id`` along ``dim``; ``graph`` ones
+    copied whole; ``set_num_nodes``: the batch carries ``num_nodes``
+    (PyG's does when the data stores it explicitly)."""
+    node: dict = field(default_factory=dict)
+    edge: dict = field(default_factory=dict)
+    graph: dict = field(default_factory=dict)
+    set_num_nodes: bool = False
+
+
+def split_attributes(data: Data, num_nodes: int, device) -> tuple[Attributes, torch.Tensor | None]:
+    """Node attributes to slice by ``n_id``, edge attributes by ``e_id``,
+    the rest copied, as PyG's ``filter_data`` does; numpy arrays read as
+    torch tensors over the same memory (``np.memmap`` too). Returns them
+    and ``data.x`` so, checked."""
+    attrs = Attributes(set_num_nodes="num_nodes" in data.keys())
+    sliced = {key: is_node for key, _, is_node in sliced_attributes(data)}
+    for key, value in data.items():
+        if key in ("x", "edge_index", "num_nodes"):
+            continue
+        if key == "y" and isinstance(value, torch.Tensor) and value.dim() and \
+                value.size(0) not in (num_nodes, 1):
+            # PyG would copy such a y whole as a graph attribute: node
+            # labels with the wrong row count are a bug, say so
+            raise ValueError(f"data.y has {value.size(0)} rows, expected num_nodes={num_nodes}")
+        if key not in sliced:
+            attrs.graph[key] = value
+            continue
+        # sliced along PyG's cat dim (-1 for keys with "index" in them)
+        dim = data.__cat_dim__(key, value)
+        if not isinstance(dim, int):
+            raise NotImplementedError(f"data.{key}: an attribute sliced along two dims ({dim}) is "
+                                      f"not supported yet")
+        (attrs.node if sliced[key] else attrs.edge)[key] = (as_tensor(value, f"data.{key}").to(device), dim)
+    x = as_tensor(data.x, "data.x")
+    if x is not None:
+        if not isinstance(x, torch.Tensor) or x.dim() != 2:
+            raise ValueError(f"data.x must be a 2-D tensor or numpy array [num_nodes, num_features], got "
+                             f"{type(x).__name__} of shape {tuple(getattr(x, 'shape', ()))}")
+        if x.size(0) != num_nodes:
+            raise ValueError(f"data.x has {x.size(0)} rows, expected num_nodes={num_nodes}")
+    return attrs, x
+
+
+def stored_features(x: torch.Tensor | None, dtype: torch.dtype | None, device: torch.device, pinned: bool,
+                    defer: bool = False, out: torch.Tensor | None = None) -> torch.Tensor | None:
+    """``x`` in ``feature_dtype`` (``dtype``), copied where it will be
+    read: ``out``, else pinned host memory (``pinned``), else ``device``;
+    ``x`` itself when no conversion is asked; a meta tensor of the stored
+    shape and dtype with ``defer`` (checked, not converted). Converted in
+    chunks of rows, each checked for values past the dtype's range; on the
+    loader's GPU when it has one (a chunk there and back moves at PCIe
+    rates: the CPU converts papers100M's 57 GB table in ~41 s)."""
+    if dtype is None or x is None or x.dtype == dtype:
+        return x
+    if not x.dtype.is_floating_point:
+        raise ValueError(f"feature_dtype={dtype} stores floating features narrower: data.x must be "
+                         f"floating-point, got {x.dtype}")
+    if dtype.itemsize >= x.dtype.itemsize:
+        raise ValueError(f"feature_dtype={dtype} must be narrower than data.x's {x.dtype}: batches' x "
+                         f"come out in data.x's dtype")
+    if defer:
+        return torch.empty(x.shape, dtype=dtype, device="meta")
+    if out is not None:
+        stored = out
+    elif pinned:
+        stored = pinned_empty(x.shape, dtype, device)
+    else:
+        stored = torch.empty(x.shape, dtype=dtype, device=device)
+    on = device if device.type == "cuda" else x.device  # where each chunk is converted
+    step = max(1, (1 << 24) // max(1, x.size(1)))  # rows per chunk: 16M values
+    for begin in range(0, x.size(0), step):
+        part = x[begin:begin + step].to(on, non_blocking=True)
+        narrow = part.to(dtype)
+        past = narrow.isinf() & part.isfinite()
+        # copied back before the check: the chunk's sync below orders it
+        stored[begin:begin + step].copy_(narrow, non_blocking=True)
+        if bool(past.any()):
+            row = begin + int(past.any(1).nonzero()[0])
+            other = "torch.bfloat16 (float32's range), or None" if dtype == torch.float16 else "None"
+            raise ValueError(f"feature_dtype={dtype} cannot hold data.x (row {row} has values past its "
+                             f"range, {torch.finfo(dtype).max:g}); pass {other}")
+    return stored
