@@ -228,7 +228,7 @@ def _segments(key: torch.Tensor, num_segments: int, presorted: bool):
 # Known destination order (module docstring): marked tensors by (data pointer, strides): (weakref, version, columns).
 # Leading slices of one share its address and strides, whatever the tensor
 # it is a view of (a replayed batch's edge_index is a view of a flat buffer,
-# ``sampling.pipeline``, so ``_base`` would name the buffer, not it).
+# ``loader.replay``, so ``_base`` would name the buffer, not it).
 _SORTED: dict = {}
 
 
