@@ -80,3 +80,48 @@ def test_on_a_cpu_device_auto_is_host_memory():
     chosen = choose_placement("auto", torch.device("cpu"), 10**12, 10**12, 0, cache_budget=None,
                               host_only=False, reserve="auto")
     assert chosen.placement == "device" and chosen.cache_budget is None
+
+
+def test_a_batch_holds_at_most_what_its_fanouts_allow():
+    # 8000 seeds at [15, 10, 5]: 8000 * (1 + 15 + 150 + 750) nodes, 8000 * 915 edges
+    assert memory.batch_bound(8000, [15, 10, 5], 10**9, 10**10) == (8000 * 916, 8000 * 915)
+    assert memory.batch_bound(8000, [15, 10, 5], 10**6, 5 * 10**6) == (10**6, 5 * 10**6)  # within the graph
+    assert memory.batch_bound(10, [-1], 100, 1000) == (100, 1000)  # every neighbour: the whole graph at most
+    # each batch's rows and edges, and a model's first layer over one batch (float32, both directions)
+    assert memory.batch_working_set(100, 300, 512, 128, 3) == 3 * (100 * 520 + 300 * 16) + 2 * 400 * 512
+
+
+def test_the_auto_reserve_and_budget_leave_the_batches_working_set(monkeypatch):
+    fake_capped_card(monkeypatch)  # 18 GB left, 24 GB in all
+    cuda, gb = torch.device("cuda", 0), 10**9
+    assert model_reserve(cuda, "auto", 9 * gb) == 9 * gb
+    assert model_reserve(cuda, "auto", gb) == 4 << 30  # at least 4 GiB
+    assert model_reserve(cuda, 2 * gb, 9 * gb) == 2 * gb  # a stated reserve is the user's
+    # the cache's own bytes per node, then the eager working set; the replayed one where all would fit
+    budget = resolve_budget("auto", cuda, "auto", num_nodes=10**8, whole=20 * gb, eager=6 * gb, replayed=8 * gb)
+    assert budget == 18 * gb - memory.CACHE_BYTES_PER_NODE * 10**8 - 6 * gb
+    small = resolve_budget("auto", cuda, "auto", num_nodes=10**6, whole=3 * gb, eager=5 * gb, replayed=8 * gb)
+    assert small == 18 * gb - memory.CACHE_BYTES_PER_NODE * 10**6 - 8 * gb
+    # a graph whose features fit, not with its batches' working set: host memory and a cache
+    chosen = choose_placement("auto", cuda, 2 * gb, 8 * gb, 0, cache_budget=None, host_only=False,
+                              reserve="auto", working=9 * gb)
+    assert (chosen.placement, chosen.cache_budget) == ("host", "auto") and "reserve 9.00 GB" in chosen.reason
+
+
+def test_the_loader_reserves_its_batches_working_set(monkeypatch):
+    # the 18 GB the fake card leaves hold a 2 GB x, not with 8000-seed batches' slots beside it
+    fake_capped_card(monkeypatch)
+    from tritongnn.loader import neighbor_loader
+    seen = {}
+
+    def choose(*args, **kwargs):
+        seen.update(kwargs)
+        raise RuntimeError("chosen")
+    monkeypatch.setattr(neighbor_loader, "choose_placement", choose)
+    n = 10**6
+    data = Data(x=torch.empty((n, 500), dtype=torch.float32, device="meta"),
+                edge_index=torch.zeros((2, 3), dtype=torch.long), num_nodes=n)
+    with pytest.raises(RuntimeError, match="chosen"):
+        NeighborLoader(data, [15, 10, 5], batch_size=8000, device="cuda:0")
+    expected = memory.batch_working_set(n, 3, 2000, 500, 8)  # 6 slots of 1.25 batches; n nodes at most
+    assert seen["working"] == expected > 18 * 10**9

@@ -46,7 +46,7 @@ from .placement import choose_placement
 from .replay import ReplayState, reads_no_host_rows
 from .schedule import Schedule
 from .shard import SeedShards, resolve_ranks
-from .tiers import TierBuilder
+from .tiers import TierBuilder, working_sets
 from .timing import StageTimes
 
 _log = logging.getLogger("tritongnn")
@@ -252,18 +252,21 @@ class NeighborLoader:
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
         self.memory_reserve = check_reserve(memory_reserve)
+        self.num_neighbors = check_num_neighbors(num_neighbors)
+        num_edges, feature_bytes = arguments.num_edges(data), arguments.feature_bytes(data.x, feature_dtype)
         chosen = choose_placement(
-            placement, self.device,
-            csc_bytes(data.num_nodes, arguments.num_edges(data), arguments.has_edge_attrs(data)),
-            arguments.feature_bytes(data.x, feature_dtype), arguments.attribute_bytes(data),
+            placement, self.device, csc_bytes(data.num_nodes, num_edges, arguments.has_edge_attrs(data)),
+            feature_bytes, arguments.attribute_bytes(data),
             cache_budget=cache_budget, host_only=cache_budget is not None or bool(reuse) or bool(warm_budget),
-            reserve=memory_reserve)
+            reserve=memory_reserve,
+            working=working_sets(batch_size, self.num_neighbors, data.num_nodes, num_edges,
+                                 getattr(data.x, "shape", None), feature_bytes // max(1, data.num_nodes),
+                                 prefetch)["replayed"])
         placement, cache_budget, self.placement_reason = chosen.placement, chosen.cache_budget, chosen.reason
         _log.info("tritongnn.NeighborLoader: %s", self.placement_reason)
         dynamic = DynamicCacheConfig.resolve(dynamic_cache)
         arguments.check_host_options(placement, cache_budget, reuse, reorder_group, super_batch, dynamic,
                                      warm_budget)
-        self.num_neighbors = check_num_neighbors(num_neighbors)
         num_nodes = data.num_nodes
         self.input_nodes = arguments.check_input_nodes(input_nodes, num_nodes, self.device)
         self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), bool(drop_last)
@@ -290,7 +293,7 @@ class NeighborLoader:
                               world_size=self.world_size, num_neighbors=self.num_neighbors,
                               generator=self.generator, input_nodes=self.input_nodes,
                               batch_size=batch_size, memory_reserve=self.memory_reserve,
-                              warm_budget=warm_budget or 0)
+                              warm_budget=warm_budget or 0, prefetch=prefetch)
         self.graph, self.x, self.cache = builder.build(
             data.edge_index, num_nodes, features, feature_dtype, keep_edge_perm=bool(attrs.edge),
             share_host_memory=share_host_memory, cache_budget=cache_budget, replace=replace,

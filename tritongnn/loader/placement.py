@@ -29,12 +29,15 @@ class Placement:
 
 
 def choose_placement(placement: str, device: torch.device, graph_bytes: int, feature_bytes: int,
-                     attribute_bytes: int, *, cache_budget, host_only: bool, reserve) -> Placement:
+                     attribute_bytes: int, *, cache_budget, host_only: bool, reserve,
+                     working: int = 0) -> Placement:
     """The placement for a graph of ``graph_bytes`` (CSC), ``feature_bytes``
     (``x`` as stored) and ``attribute_bytes`` (other node and edge
     attributes, on the device either way) on ``device``. ``host_only``:
     an argument that needs host placement was given (a cache budget, reuse,
-    a warm copy). ``reserve``: ``memory_reserve`` (bytes or ``"auto"``)."""
+    a warm copy). ``reserve``: ``memory_reserve`` (bytes or ``"auto"``,
+    which leaves ``working``, the batches' and a model's working set, or
+    more: ``memory.model_reserve``)."""
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
     if device.type != "cuda":
@@ -55,7 +58,7 @@ def choose_placement(placement: str, device: torch.device, graph_bytes: int, fea
     if placement == "host" or host_only:  # (placement "auto" here)
         return Placement("host", cache_budget, f"placement='host': graph {size(graph_bytes)} and features "
                                                f"{size(feature_bytes)} in pinned host memory")
-    left = model_reserve(device, reserve)
+    left = model_reserve(device, reserve, working)
     if resident + attribute_bytes + left <= free:
         return Placement("device", None, f"placement='auto' -> 'device': graph {size(graph_bytes)} + "
                                          f"features {size(feature_bytes)} + reserve {size(left)} fit the "

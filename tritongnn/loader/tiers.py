@@ -6,6 +6,7 @@ builds the host arrays into shared memory and the others map them."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 
 import torch
@@ -14,24 +15,34 @@ from .._checks import check_positive_int
 from ..cache.allocator import CachePlan, check_budget, plan_by_degree, plan_cache
 from ..cache.dual import DualCache, relabel_tiers
 from ..cache.profile import AccessProfile
-from ..graph import CSCGraph
+from ..graph import CSCGraph, csc_bytes
 from ..host_memory import HostGroup, SharedHostArrays, as_pinned
-from ..memory import device_free_bytes, model_reserve
+from ..memory import CACHE_BYTES_PER_NODE, batch_bound, batch_working_set, device_free_bytes, model_reserve
 from ..sampling.profile import profile_accesses
 from ..sampling.sampler import NeighborSampler
 from .arguments import stored_features
+from .replay import SLOT_ROWS, most_slots
 
 
-def resolve_budget(budget, device: torch.device, memory_reserve) -> int:
+def resolve_budget(budget, device: torch.device, memory_reserve, *, num_nodes: int = 0, whole: int = 0,
+                   eager: int = 0, replayed: int = 0) -> int:
     """``cache_budget`` in bytes: ``"auto"`` is the GPU memory the process
-    may still use less ``memory_reserve``; an int is checked against the card."""
+    may still use less the cache's own ``CACHE_BYTES_PER_NODE`` for each of
+    ``num_nodes`` and ``memory_reserve`` (``"auto"``: with room for the
+    ``eager`` working set of batches built one by one; for the ``replayed``
+    one where the budget would hold all ``whole`` bytes of graph and
+    features, as the batches are then replayed into slots); an int is
+    checked against the card."""
     if budget == "auto":
         if device.type != "cuda":
             raise ValueError(f"cache_budget='auto' sizes the cache from free GPU memory: it needs a "
                              f"CUDA device, got device={device}")
-        # what the process may still use (within set_per_process_memory_fraction), less a
-        # reserve for the model, optimiser and a few batches in flight
-        return max(0, device_free_bytes(device) - model_reserve(device, memory_reserve))
+        # what the process may still use (within set_per_process_memory_fraction)
+        free = device_free_bytes(device) - CACHE_BYTES_PER_NODE * num_nodes
+        budget = free - model_reserve(device, memory_reserve, eager)
+        if whole and budget >= whole:
+            budget = free - model_reserve(device, memory_reserve, replayed)
+        return max(0, budget)
     if isinstance(budget, str):
         raise ValueError(f"cache_budget must be an int number of bytes or 'auto', got {budget!r}")
     budget = check_budget(budget, "cache_budget")
@@ -42,6 +53,24 @@ def resolve_budget(budget, device: torch.device, memory_reserve) -> int:
     return budget
 
 
+def working_sets(batch_size: int, num_neighbors, num_nodes: int, num_edges: int, x_shape, row_bytes: int,
+                 prefetch: int, rows_per_batch: float | None = None) -> dict:
+    """GPU bytes of a loader's batches at once (``memory.batch_working_set``):
+    ``eager``, built one by one (``prefetch`` in flight, one handed out, one
+    in the loop), and ``replayed``, into slots (``most_slots``, each
+    ``SLOT_ROWS`` times a batch). A batch holds the nodes the fanouts allow,
+    or ``SLOT_ROWS`` times the ``rows_per_batch`` a profile measured; and
+    ``whole``, the graph's and the features' bytes."""
+    nodes, edges = batch_bound(batch_size, num_neighbors, num_nodes, num_edges)
+    if rows_per_batch is not None:
+        nodes = min(nodes, math.ceil(SLOT_ROWS * rows_per_batch))
+    columns = 0 if x_shape is None else (int(x_shape[1]) if len(x_shape) == 2 else 1)
+    return dict(whole=csc_bytes(num_nodes, num_edges) + row_bytes * num_nodes,
+                eager=batch_working_set(nodes, edges, row_bytes, columns, prefetch + 2),
+                replayed=batch_working_set(nodes, edges, row_bytes, columns,
+                                           math.ceil(most_slots(prefetch) * SLOT_ROWS)))
+
+
 class TierBuilder:
     """Builds the graph, ``x`` and the cache for one loader (``build``).
     Afterwards ``host_ranks`` says how many ranks map the host arrays and
@@ -50,12 +79,12 @@ class TierBuilder:
 
     def __init__(self, *, device: torch.device, placement: str, rank: int, world_size: int, num_neighbors,
                  generator: torch.Generator, input_nodes: torch.Tensor, batch_size: int, memory_reserve,
-                 warm_budget: int):
+                 warm_budget: int, prefetch: int = 2):
         self.device, self.placement = device, placement
         self.rank, self.world_size = rank, world_size
         self.num_neighbors, self.generator = num_neighbors, generator
         self.input_nodes, self.batch_size = input_nodes, batch_size
-        self.memory_reserve, self._warm_budget = memory_reserve, warm_budget
+        self.memory_reserve, self._warm_budget, self.prefetch = memory_reserve, warm_budget, prefetch
         self.host_ranks = 1
         self.cache_profile = None
 
@@ -146,10 +175,11 @@ class TierBuilder:
         With one host copy (``host_group``), the host's leader plans and
         writes the relabelled host tiers, the other ranks map them and build
         their GPU tiers from them."""
-        budget = resolve_budget(budget, self.device, self.memory_reserve)
         check_positive_int("profile_epochs", epochs)
         num_nodes = self.fingerprint[0]
         self.cache_profile = self._access_profile(graph, x, num_nodes, replace, profile, epochs, policy)
+        budget = resolve_budget(budget, self.device, self.memory_reserve, num_nodes=num_nodes,
+                                **self._working_sets(x))
         if host_group is not None:
             cache = self._share_cache(host_group, graph, build_graph, x, budget, policy, dynamic)
             if cache is not None:
@@ -158,6 +188,15 @@ class TierBuilder:
         x = self._real(x)
         plan, rows = self._plan_cache(graph, x, budget, policy, dynamic)
         return DualCache(graph, x, plan, self.device, dynamic, rows, self.cache_profile, self._warm_rows(x))
+
+    def _working_sets(self, x) -> dict:
+        """``working_sets`` of this loader, with the rows per batch its profile saw."""
+        profile = self.cache_profile
+        rows = int(profile.inputs.sum()) / profile.num_batches if profile is not None and profile.num_batches \
+            else None
+        row_bytes = 0 if x is None else (x.size(1) if x.dim() == 2 else 1) * x.element_size()
+        return working_sets(self.batch_size, self.num_neighbors, self.fingerprint[0], self.fingerprint[1],
+                            None if x is None else x.shape, row_bytes, self.prefetch, rows)
 
     def _warm_rows(self, x) -> int:
         """Rows of the warm copy ``warm_budget`` pays for."""
