@@ -41,7 +41,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import GB, append_record, host_memory_gb, new_record, print_ratios, print_settings  # noqa: E402
+from common import (GB, append_record, host_memory_gb, new_record, print_ratios, print_settings,  # noqa: E402
+                    train_step)
 
 from tritongnn import NeighborLoader  # noqa: E402
 from tritongnn.cache import DynamicCacheConfig  # noqa: E402
@@ -49,16 +50,8 @@ from tritongnn.datasets import chung_lu  # noqa: E402
 
 
 def train_epoch(loader, model, optimizer, trim=False):
-    import torch.nn.functional as F
     for batch in loader:
-        optimizer.zero_grad(set_to_none=True)
-        kwargs = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
-                      num_sampled_edges_per_hop=batch.num_sampled_edges) if trim else {}
-        out = model(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
-        loss = F.cross_entropy(out, batch.y[:batch.batch_size])
-        loss.backward()
-        optimizer.step()
-        loss.item()  # a real loop reads the loss
+        train_step(model, optimizer, batch, trim)
     return loader.stats
 
 

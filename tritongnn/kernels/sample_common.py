@@ -140,3 +140,21 @@ def _node_streams(seed, frontier_batch, batch_ptr, i_n, m_n, HAS_BATCH: tl.const
         b_seed = tl.load(seed)
         b_draw = i_n
     return b_batch, b_seed, b_draw
+
+
+@triton.jit
+def _write_edges(out_src, out_dst, out_eid, out_batch, b_src, b_pos, b_count, m_e,
+                 b_end,    # [BN] int64 inclusive end of each node's output edges
+                 b_dst,    # [BN] int64 its local id (the target written)
+                 b_batch,  # [BN] int64 its sub-batch (written with HAS_BATCH)
+                 FANOUT_PAD: tl.constexpr, WRITE_EID: tl.constexpr, HAS_BATCH: tl.constexpr,
+                 BLOCK_NODES: tl.constexpr):
+    """Store a block of nodes' picked edges at their output slots (every sampler kernel's write)."""
+    o_j = tl.arange(0, FANOUT_PAD)  # [FP]
+    o_out = (b_end - b_count)[:, None] + o_j[None, :]  # [BN, FP] output slot
+    tl.store(out_src + o_out, b_src, mask=m_e)
+    tl.store(out_dst + o_out, tl.broadcast_to(b_dst[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
+    if WRITE_EID:
+        tl.store(out_eid + o_out, b_pos, mask=m_e)
+    if HAS_BATCH:
+        tl.store(out_batch + o_out, tl.broadcast_to(b_batch[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)

@@ -17,7 +17,7 @@ import triton.language as tl
 
 from ._launch import interpreted_block
 from .classify import _load_tiered
-from .sample_common import _draw_positions, _node_streams
+from .sample_common import _draw_positions, _node_streams, _write_edges
 
 
 @triton.jit(do_not_specialize=["bound", "num_hot_edges"])
@@ -65,13 +65,8 @@ def _sample_kernel(
     m_e = m_n[:, None] & (o_j[None, :] < b_count[:, None])  # [BN, FP]
     b_pos = b_start[:, None] + b_pick  # CSC position of the edge
     b_src = _load_tiered(hot_indices, indices, b_pos, num_hot_edges, m_e, TIERED).to(tl.int64)
-    o_out = (b_end - b_count)[:, None] + o_j[None, :]
-    tl.store(out_src + o_out, b_src, mask=m_e)
-    tl.store(out_dst + o_out, tl.broadcast_to(b_dst[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
-    if WRITE_EID:
-        tl.store(out_eid + o_out, b_pos, mask=m_e)
-    if HAS_BATCH:
-        tl.store(out_batch + o_out, tl.broadcast_to(b_batch[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
+    _write_edges(out_src, out_dst, out_eid, out_batch, b_src, b_pos, b_count, m_e, b_end, b_dst, b_batch,
+                 FANOUT_PAD, WRITE_EID, HAS_BATCH, BLOCK_NODES)
 
 
 @triton.jit(do_not_specialize=["num_edges", "num_hot_edges"])

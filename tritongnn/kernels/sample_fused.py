@@ -37,7 +37,7 @@ Here one program takes ``BLOCK_NODES`` consecutive frontier nodes and
    successors with it. Relaxed, the large graph's hops 2 and 3 run at 1.54 /
    1.53x the foundation hop against 1.41 / 1.40x; ``bench/results``);
 4. stores its edges through ``[nodes x fanout]`` tiles, which a warp
-   stores coalesced (``_write_lanes``, ``sample_grouped._write_edges``),
+   stores coalesced (``_write_lanes``, ``sample_common._write_edges``),
    and, where its block holds a sub-batch's first position, that
    sub-batch's ``edge_ptr``.
 
@@ -78,8 +78,8 @@ import triton.language as tl
 
 from ._launch import interpreted_block, next_power_of_2
 from .classify import _count_and_class, _load_tiered, _row_bounds
-from .sample_common import _below, _floyd_lanes, _lane_words, _node_streams
-from .sample_grouped import _grouped_picks, _write_edges
+from .sample_common import _below, _floyd_lanes, _lane_words, _node_streams, _write_edges
+from .sample_grouped import _grouped_picks
 
 # A status word is value << 2 | flag: 0 not published yet, 1 the block's own
 # sum, 2 the sum of every block up to and including it (its inclusive prefix).

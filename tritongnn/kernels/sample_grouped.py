@@ -86,7 +86,7 @@ import triton.language as tl
 
 from ._launch import interpreted_block, new_stream, next_power_of_2, reserved
 from .classify import _load_tiered
-from .sample_common import _draw_positions, _node_streams
+from .sample_common import _draw_positions, _node_streams, _write_edges
 
 
 @triton.jit
@@ -137,24 +137,6 @@ def _grouped_picks(
     else:
         b_src = _load_tiered(hot_indices, indices, b_pos, num_hot_edges, m_e, TIERED).to(tl.int64)
     return b_src, b_pos, b_count, m_e
-
-
-@triton.jit
-def _write_edges(out_src, out_dst, out_eid, out_batch, b_src, b_pos, b_count, m_e,
-                 b_end,    # [BN] int64 inclusive end of each node's output edges
-                 b_dst,    # [BN] int64 its local id (the target written)
-                 b_batch,  # [BN] int64 its sub-batch (written with HAS_BATCH)
-                 FANOUT_PAD: tl.constexpr, WRITE_EID: tl.constexpr, HAS_BATCH: tl.constexpr,
-                 BLOCK_NODES: tl.constexpr):
-    """Store ``_grouped_picks``' edges at their output slots."""
-    o_j = tl.arange(0, FANOUT_PAD)  # [FP]
-    o_out = (b_end - b_count)[:, None] + o_j[None, :]  # [BN, FP] output slot
-    tl.store(out_src + o_out, b_src, mask=m_e)
-    tl.store(out_dst + o_out, tl.broadcast_to(b_dst[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
-    if WRITE_EID:
-        tl.store(out_eid + o_out, b_pos, mask=m_e)
-    if HAS_BATCH:
-        tl.store(out_batch + o_out, tl.broadcast_to(b_batch[:, None], (BLOCK_NODES, FANOUT_PAD)), mask=m_e)
 
 
 @triton.jit
