@@ -308,14 +308,14 @@ def check_two_ranks(ranks):
     # the host's shared memory grew by one copy, not two; the second rank
     # holds no private copy; it all went when the loaders did
     # (on the GPU machine the driver's pinned buffers count in Shmem too:
-    # 1.64 copies measured there at cf91ccd, two copies would be 2.0)
+    # 1.64 copies measured on an H100, two copies would be 2.0)
     assert 0.9 * copy_bytes < zero["shmem_growth"] < (1.5 if zero.get("pinned") is None else 1.8) * copy_bytes
     assert one["anon_growth"] < 0.5 * x_bytes
     # the shared and the private loaders' host arrays are gone with them, and
     # none of torch's pinned blocks is still allocated. (The host's Shmem is
     # not the measure here: on the GPU machine the driver keeps pinned
     # staging buffers of its own there, 8.7 MB after a private loader whose
-    # arrays were all freed, measured at 4585e17.)
+    # arrays were all freed.)
     for r in ranks:
         assert r["arrays_tracked"] >= 5 and r["arrays_alive_after_release"] == 0
         allocated = r.get("pinned_stats", {}).get("allocated_bytes.current", 0)
