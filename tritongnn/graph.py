@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_ids_in_range
+from .kernels._launch import check_ids_in_range
 from .host_memory import pinned_copy, pinned_empty
 from .memory import chunk_items, device_free_bytes, size
 

@@ -133,6 +133,16 @@ def host_list(t: torch.Tensor) -> list:
 BITS_OF_SIZE = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
+def check_ids_in_range(ids, size: int, name: str, what: str = "node id") -> None:
+    """``ValueError`` naming ``name`` and the first offender's kind unless
+    every entry of ``ids`` is in ``[0, size)``: one host sync (its min and
+    max in one copy)."""
+    if ids.numel():
+        lo, hi = host_list(torch.stack(torch.aminmax(ids)))
+        if lo < 0 or hi >= size:
+            raise ValueError(f"{name} holds {what} {lo if lo < 0 else hi}, outside [0, {size})")
+
+
 def l2_bytes(device: torch.device) -> int:
     """Bytes of a CUDA device's L2 cache: what the rules that ask whether an
     array stays on chip compare with (``sample.sorts_frontier``,

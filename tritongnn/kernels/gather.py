@@ -68,8 +68,7 @@ import torch
 import triton
 
 from . import reference
-from .._checks import check_ids_in_range
-from ._launch import BITS_OF_SIZE, check_readable, host_list, on_device_of, use_triton
+from ._launch import BITS_OF_SIZE, check_ids_in_range, check_readable, host_list, on_device_of, use_triton
 from .gather_kernel import _gather_kernel, _launch_settings, _num_programs
 
 

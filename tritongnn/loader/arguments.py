@@ -13,7 +13,8 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from .._checks import check_ids_in_range, check_positive_int
+from .._checks import check_positive_int
+from ..kernels._launch import check_ids_in_range
 from ..cache.allocator import check_budget
 from ..cache.reorder import check_group
 from ..host_memory import pinned_empty

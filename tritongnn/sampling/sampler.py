@@ -71,7 +71,8 @@ import math
 import torch
 from torch_geometric.sampler import SamplerOutput
 
-from .._checks import check_ids_in_range, check_positive_int
+from .._checks import check_positive_int
+from ..kernels._launch import check_ids_in_range
 from ..graph import CSCGraph
 from ..kernels import IdMap, draw_seeds, sample_neighbors
 from ..kernels.id_map import DirectTable, direct_fits
