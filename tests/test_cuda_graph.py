@@ -60,7 +60,7 @@ class FakeDriver:
 
 @pytest.fixture
 def faked(monkeypatch, stream_pool):
-    from tritongnn import cuda_graph
+    from tritongnn import cuda_driver, cuda_graph
     local = threading.local()  # each thread's GPU and current stream
     driver = FakeDriver(local)
 
@@ -83,7 +83,7 @@ def faked(monkeypatch, stream_pool):
     def graph(*args, **kwargs):
         raise AssertionError("torch.cuda.graph must not be used: it puts torch's generator into capture state")
 
-    monkeypatch.setattr(cuda_graph, "_driver", driver)
+    monkeypatch.setattr(cuda_driver, "_driver", driver)
     monkeypatch.setattr(cuda_graph, "_warned", False)
     monkeypatch.setattr(torch.cuda, "graph", graph)
     monkeypatch.setattr(torch.cuda, "MemPool", lambda: object())

@@ -543,17 +543,18 @@ def test_a_cpu_tensor_is_pinned_in_place_once_and_unpinned_with_its_last_user(mo
     from tritongnn import host_memory
     calls = []
 
-    class FakeCudart:
-        def cudaHostRegister(self, ptr, nbytes, flags):
+    from tritongnn import cuda_driver
+
+    class FakeDriver:
+        def cuMemHostRegister_v2(self, ptr, nbytes, flags):
             calls.append(("register", ptr, nbytes, flags))
             return 0
 
-        def cudaHostUnregister(self, ptr):
+        def cuMemHostUnregister(self, ptr):
             calls.append(("unregister", ptr))
             return 0
 
-    monkeypatch.setattr(torch.cuda, "cudart", lambda: FakeCudart())
-    monkeypatch.setattr(torch.cuda, "check_error", lambda result: None)
+    monkeypatch.setattr(cuda_driver, "_driver", FakeDriver())
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(torch.Tensor, "is_pinned", lambda self, device=None: False)
     monkeypatch.setattr(host_memory, "_in_place", [])
@@ -562,10 +563,30 @@ def test_a_cpu_tensor_is_pinned_in_place_once_and_unpinned_with_its_last_user(mo
     first = host_memory.as_pinned(x, "cuda")
     second = host_memory.as_pinned(x[10:20], "cuda")  # rows of the same memory: the same registration
     assert first.data_ptr() == x.data_ptr() and second.data_ptr() == x[10:20].data_ptr()
-    assert calls == [("register", x.data_ptr(), x.nbytes, 3)]
+    assert calls == [("register", x.data_ptr(), x.nbytes, 3 | 8)]  # read by the GPU only
     del first
     gc.collect()
     assert len(calls) == 1  # the second still reads it
     del second
     gc.collect()
     assert calls[1:] == [("unregister", x.data_ptr())] and torch.equal(x, before)
+
+
+def test_a_refused_registration_raises_here_and_leaves_no_error_behind(monkeypatch):
+    # through the driver: the runtime's cudaHostRegister would leave its refusal
+    # as the last error, raised by torch's next kernel launch (a memmap's pages)
+    from tritongnn import cuda_driver, host_memory
+    calls = []
+
+    class Refusing:
+        def cuMemHostRegister_v2(self, ptr, nbytes, flags):
+            calls.append(flags)
+            return 1  # CUDA_ERROR_INVALID_VALUE
+
+        def cuGetErrorName(self, result, name):
+            return 0
+
+    monkeypatch.setattr(cuda_driver, "_driver", Refusing())
+    with pytest.raises(RuntimeError, match="cuMemHostRegister failed"):
+        host_memory._register(4096, 4096, "cuda", read_only=True)
+    assert calls == [3 | 8, 3]  # read-only first, then as any pinned memory

@@ -30,13 +30,13 @@ import warnings
 
 import torch
 
+from . import cuda_driver
+from .cuda_driver import check, lib as driver
 from .host_memory import capturing, release_after_capture
 from .kernels._launch import new_stream
 
 # CUstreamCaptureMode
 _RELAXED = 2
-_driver = None
-_driver_lock = threading.Lock()
 # One capture at a time in the process, on a stream per GPU that nothing else
 # launches on (``new_stream(reserve=True)``): a capture takes in whatever any
 # thread launches on its stream, so two loaders' producers must not share one
@@ -88,33 +88,13 @@ class CaptureRequest:
         return self.result
 
 
-def _lib():
-    global _driver
-    with _driver_lock:
-        if _driver is None:
-            lib = ctypes.CDLL("libcuda.so.1")
-            for name in ("cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags",
-                         "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
-                         "cuThreadExchangeStreamCaptureMode", "cuGetErrorName"):
-                getattr(lib, name).restype = ctypes.c_int
-            _driver = lib
-    return _driver
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        name = ctypes.c_char_p()
-        _lib().cuGetErrorName(result, ctypes.byref(name))
-        raise RuntimeError(f"{what} failed: {name.value.decode() if name.value else result}")
-
-
 def relax_thread() -> None:
     """Set the calling thread's capture interaction mode to relaxed (module
     docstring); a no-op without a CUDA driver."""
     if not torch.cuda.is_available():
         return
     mode = ctypes.c_int(_RELAXED)
-    _check(_lib().cuThreadExchangeStreamCaptureMode(ctypes.byref(mode)), "cuThreadExchangeStreamCaptureMode")
+    check(driver().cuThreadExchangeStreamCaptureMode(ctypes.byref(mode)), "cuThreadExchangeStreamCaptureMode")
 
 
 class Graph:
@@ -123,9 +103,9 @@ class Graph:
     def __init__(self, graph: ctypes.c_void_p, pool: torch.cuda.MemPool):
         self._graph, self._pool = graph, pool
         self._exec = ctypes.c_void_p()
-        lib = _lib()
+        lib = driver()
         try:
-            _check(lib.cuGraphInstantiateWithFlags(ctypes.byref(self._exec), graph, ctypes.c_ulonglong(0)),
+            check(lib.cuGraphInstantiateWithFlags(ctypes.byref(self._exec), graph, ctypes.c_ulonglong(0)),
                    "cuGraphInstantiateWithFlags")
         except RuntimeError:
             lib.cuGraphDestroy(graph)
@@ -135,12 +115,12 @@ class Graph:
     def replay(self) -> None:
         """Launch the graph on the current stream."""
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        _check(_lib().cuGraphLaunch(self._exec, stream), "cuGraphLaunch")
+        check(driver().cuGraphLaunch(self._exec, stream), "cuGraphLaunch")
 
     def release(self) -> None:
         """Destroy the graph and free its pool. A launch still in flight
         completes first: the driver frees the executable once it is done."""
-        lib = _driver
+        lib = cuda_driver._driver  # (loaded: this graph was made through it)
         if lib is not None:
             if self._exec:
                 lib.cuGraphExecDestroy(self._exec)
@@ -193,15 +173,15 @@ def _capture(fn, index: int):
         # state for every thread (a user's dropout then fails) and syncs the device; this touches neither.
         pool = torch.cuda.MemPool()
         handle, graph = ctypes.c_void_p(stream.cuda_stream), ctypes.c_void_p()
-        lib = _lib()
+        lib = driver()
         try:
             with capturing(), torch.cuda.stream(stream), torch.cuda.use_mem_pool(pool, index):
-                _check(lib.cuStreamBeginCapture_v2(handle, _RELAXED), "cuStreamBeginCapture")
+                check(lib.cuStreamBeginCapture_v2(handle, _RELAXED), "cuStreamBeginCapture")
                 try:
                     result = fn()
                 finally:
                     ended = lib.cuStreamEndCapture(handle, ctypes.byref(graph))
-                _check(ended, "cuStreamEndCapture")
+                check(ended, "cuStreamEndCapture")
             captured = Graph(graph, pool)
         except RuntimeError as error:
             if graph:

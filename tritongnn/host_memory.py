@@ -53,6 +53,7 @@ import weakref
 
 import torch
 
+from .cuda_driver import check, lib as driver
 from .memory import size
 
 SHM_DIR = "/dev/shm"
@@ -62,6 +63,25 @@ _PREFIX = "tritongnn-"
 # is what Triton's launcher asks the driver for). Default (0) means the same
 # on UVA systems; the flags say it outright.
 _REGISTER_FLAGS = 1 | 2
+_READ_ONLY = 8  # CU_MEMHOSTREGISTER_READ_ONLY: the GPU only reads it (a read-only mapping needs it)
+
+
+def _register(ptr: int, nbytes: int, device, read_only: bool = False) -> None:
+    """Register ``nbytes`` at ``ptr`` with CUDA for ``device``, through the driver: a
+    refusal raises RuntimeError here and leaves no error behind, where the
+    runtime's ``cudaHostRegister`` leaves it as the last error for torch's
+    next kernel launch to raise as its own. ``read_only``: try the pages as
+    read by the GPU only first (a read-only file mapping takes no other)."""
+    if torch.cuda.is_available():
+        torch.cuda.mem_get_info(device)  # a runtime call: the device's primary context current on this thread
+    cuda = driver()
+    if read_only and cuda.cuMemHostRegister_v2(ptr, nbytes, _REGISTER_FLAGS | _READ_ONLY) == 0:
+        return
+    check(cuda.cuMemHostRegister_v2(ptr, nbytes, _REGISTER_FLAGS), "cuMemHostRegister")
+
+
+def _unregister(ptr: int) -> None:
+    driver().cuMemHostUnregister(ptr)
 
 
 def memory_usage() -> dict[str, int]:
@@ -146,7 +166,7 @@ class _Mapping(mmap.mmap):
     then, if one is: ``capturing``)."""
 
     def pin(self, ptr: int, nbytes: int, device: torch.device) -> None:
-        torch.cuda.check_error(torch.cuda.cudart().cudaHostRegister(ptr, nbytes, _REGISTER_FLAGS))
+        _register(ptr, nbytes, device)
         self.pinned = (ptr, device)
 
     def unregister(self) -> None:
@@ -156,7 +176,7 @@ class _Mapping(mmap.mmap):
         ptr, device = pinned
         try:
             torch.cuda.synchronize(device)  # no kernel may still be reading it
-            torch.cuda.cudart().cudaHostUnregister(ptr)
+            _unregister(ptr)
         except Exception:  # __del__ must not raise; the unmap that follows frees the pages either way
             pass
 
@@ -235,7 +255,7 @@ class _InPlace:
     freed, after a device sync (and after any open capture: ``capturing``)."""
 
     def __init__(self, ptr: int, nbytes: int, device: torch.device):
-        torch.cuda.check_error(torch.cuda.cudart().cudaHostRegister(ptr, nbytes, _REGISTER_FLAGS))
+        _register(ptr, nbytes, device, read_only=True)  # the caller's: the GPU only reads it
         self.ptr, self.end, self.device, self.users = ptr, ptr + nbytes, device, 0
 
     def covers(self, ptr: int, nbytes: int) -> bool:
@@ -263,7 +283,7 @@ class _InPlace:
             return
         try:
             torch.cuda.synchronize(self.device)  # no kernel may still be reading it
-            torch.cuda.cudart().cudaHostUnregister(self.ptr)
+            _unregister(self.ptr)
         except Exception:  # a finalizer must not raise; the caller's memory stays theirs either way
             pass
 
