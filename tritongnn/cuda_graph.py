@@ -106,7 +106,7 @@ class Graph:
         lib = driver()
         try:
             check(lib.cuGraphInstantiateWithFlags(ctypes.byref(self._exec), graph, ctypes.c_ulonglong(0)),
-                   "cuGraphInstantiateWithFlags")
+                  "cuGraphInstantiateWithFlags")
         except RuntimeError:
             lib.cuGraphDestroy(graph)
             self._graph = None

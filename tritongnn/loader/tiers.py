@@ -177,9 +177,12 @@ class TierBuilder:
         their GPU tiers from them."""
         check_positive_int("profile_epochs", epochs)
         num_nodes = self.fingerprint[0]
+        if budget != "auto" or self.device.type != "cuda":  # checked before the profile's epochs (which
+            budget = resolve_budget(budget, self.device, self.memory_reserve)  # size "auto" on a GPU)
         self.cache_profile = self._access_profile(graph, x, num_nodes, replace, profile, epochs, policy)
-        budget = resolve_budget(budget, self.device, self.memory_reserve, num_nodes=num_nodes,
-                                **self._working_sets(x))
+        if budget == "auto":
+            budget = resolve_budget(budget, self.device, self.memory_reserve, num_nodes=num_nodes,
+                                    **self._working_sets(x))
         if host_group is not None:
             cache = self._share_cache(host_group, graph, build_graph, x, budget, policy, dynamic)
             if cache is not None:
