@@ -23,8 +23,9 @@ import torch
 import torch.multiprocessing as mp
 
 from tritongnn import NeighborLoader
-from tritongnn import host_memory
-from tritongnn.host_memory import SHM_DIR, NoRoom, _map, memory_usage
+from tritongnn import host_memory, shared_host
+from tritongnn.host_memory import memory_usage
+from tritongnn.shared_host import SHM_DIR, NoRoom, _map
 from tritongnn.kernels import _launch
 from tritongnn.kernels._launch import reference_on_cpu
 
@@ -255,17 +256,17 @@ def _worker(rank, world_size, init, out_dir, device, job):
                 NeighborLoader(host_data(width=WIDTH if rank == 0 else 8), **args)
             except ValueError as error:
                 out["different_data"] = str(error)
-            real_copy = host_memory.SharedHostArrays.copy
+            real_copy = shared_host.SharedHostArrays.copy
             if rank == 0:
                 def broken(self, name, source, pin=True):
                     raise RuntimeError("disk on fire")
-                host_memory.SharedHostArrays.copy = broken
+                shared_host.SharedHostArrays.copy = broken
             try:
                 NeighborLoader(data, **args)
             except RuntimeError as error:
                 out["leader_failed"] = str(error)
             finally:
-                host_memory.SharedHostArrays.copy = real_copy
+                shared_host.SharedHostArrays.copy = real_copy
             out["failure_seconds"] = time.perf_counter() - start
             out["files_left_at_end"] = glob.glob(os.path.join(SHM_DIR, f"tritongnn-{job}-*"))
     finally:

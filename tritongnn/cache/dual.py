@@ -86,7 +86,7 @@ def relabel_tiers(graph: CSCGraph | None, x: torch.Tensor | None, plan: CachePla
             write the arrays that stay in host memory (``"indptr"``,
             ``"indices"``, ``"edge_perm"``, ``"x"``), e.g. a host copy
             shared by the ranks of a host
-            (``tritongnn.host_memory.SharedHostArrays.empty``); default:
+            (``tritongnn.shared_host.SharedHostArrays.empty``); default:
             fresh host memory, pinned on a GPU.
 
     Returns:

@@ -16,7 +16,8 @@ from ..cache.allocator import CachePlan, check_budget, plan_by_degree, plan_cach
 from ..cache.dual import DualCache, relabel_tiers
 from ..cache.profile import AccessProfile
 from ..graph import CSCGraph, csc_bytes
-from ..host_memory import HostGroup, SharedHostArrays, as_pinned
+from ..host_memory import as_pinned
+from ..shared_host import HostGroup, SharedHostArrays
 from ..memory import CACHE_BYTES_PER_NODE, batch_bound, batch_working_set, device_free_bytes, model_reserve
 from ..sampling.profile import profile_accesses
 from ..sampling.sampler import NeighborSampler
