@@ -10,7 +10,10 @@ float32 tensor of 128 columns (57 GB). Then the process is capped with
 card), and ``tritongnn.NeighborLoader(data, fanouts, batch_size=...,
 input_nodes=data.train_mask, shuffle=True)`` is built with nothing else
 (the defaults choose placement and cache), and PyG's ``GraphSAGE``
-(hidden 128, dropout 0.5, Adam) trains through it: one warm-up epoch,
+(hidden 128, dropout 0.5, Adam; each layer trimmed to the nodes the next
+needs, PyG's ``num_sampled_nodes_per_hop``: untrimmed, its activations at
+batch 8000 ran out of memory beside the loader at every cap, the
+whole H100 included) trains through it: one warm-up epoch,
 then ``--epochs`` timed. Printed and appended to ``--out``: build seconds,
 seconds to the first batch, s/epoch, the GPU peak
 (``torch.cuda.max_memory_reserved``, from the build on), the host peak
@@ -106,6 +109,10 @@ def main():
         loader = NeighborLoader(data, args.fanouts, batch_size=args.batch_size, input_nodes=data.train_mask,
                                 shuffle=True, seed=args.seed)
     build = time.perf_counter() - start
+    print(f"built in {build:.1f} s: {getattr(loader, 'placement_reason', 'PyG')}; GPU allocated "
+          f"{torch.cuda.memory_allocated(device) / 2**30:.2f} GiB, peak reserved "
+          f"{torch.cuda.max_memory_reserved(device) / 2**30:.2f} GiB; cache "
+          f"{getattr(getattr(loader, 'cache', None), 'plan', None)}", flush=True)
     per_epoch = -(-int(data.train_mask.sum()) // args.batch_size)
     timed = min(args.batches or per_epoch, per_epoch)
     from torch_geometric.nn import GraphSAGE
@@ -121,7 +128,8 @@ def main():
             if first is None:
                 first = time.perf_counter() - start
             batch = batch.to(device, non_blocking=True)
-            out = model(batch.x, batch.edge_index)[:batch.batch_size]
+            out = model(batch.x, batch.edge_index, num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                        num_sampled_edges_per_hop=batch.num_sampled_edges)[:batch.batch_size]
             loss = F.cross_entropy(out, batch.y[:batch.batch_size])
             optimizer.zero_grad()
             loss.backward()

@@ -337,6 +337,10 @@ class NeighborLoader:
             # current here; a pass may run under another, and its producer
             # waits only for the stream the pass began on. Once, at the end.
             torch.cuda.current_stream(self.device).synchronize()
+            # The build's chunked temporaries leave cached blocks of sizes
+            # nothing later asks for (19 GB of an H100 at papers100M scale);
+            # handed back, the model and the captures' pools can have them.
+            torch.cuda.empty_cache()
 
     # -- what the pipeline calls ------------------------------------------
 
