@@ -624,7 +624,7 @@ def test_edge_index_is_the_samplers_rows_not_a_copy(device):
     # sample and sample_many write row and col as the two rows of one [2, E]
     # tensor: the batch's edge_index is that tensor; any other pair is stacked
     from tritongnn import CSCGraph, NeighborSampler
-    from tritongnn.sampling.sampler import edge_index_of, joined
+    from tritongnn.sampling.outputs import edge_index_of, joined
     data = random_data()
     sampler = NeighborSampler(CSCGraph.from_edge_index(data.edge_index, 300).to(device), [3, 2], device=device)
     seeds = torch.arange(40, device=device)
