@@ -38,7 +38,8 @@ from ..cache.reuse import BatchReuse, GroupReuse
 from ..graph import csc_bytes
 from ..kernels._launch import new_stream
 from ..memory import check_reserve
-from ..sampling.sampler import NeighborSampler, check_num_neighbors
+from ..sampling.arguments import check_num_neighbors
+from ..sampling.sampler import NeighborSampler
 from . import arguments
 from .assemble import Assembler
 from .pipeline import Prefetcher

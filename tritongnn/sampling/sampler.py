@@ -61,18 +61,16 @@ so PyG's ``NodeLoader`` can drive it too.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from torch_geometric.sampler import SamplerOutput
 
 from .._checks import check_positive_int
-from ..kernels._launch import check_ids_in_range
 from ..graph import CSCGraph
 from ..kernels import IdMap, draw_seeds, sample_neighbors
+from ..kernels._launch import check_ids_in_range, host_list, on_device, on_device_of, use_triton
 from ..kernels.id_map import DirectTable, direct_fits
-from ..kernels.sample import MAX_FANOUT, check_method, visits_in_node_order
-from ..kernels._launch import host_list, on_device, on_device_of, use_triton
+from ..kernels.sample import check_method, visits_in_node_order
+from .arguments import check_hit_rate, check_num_neighbors, within_kernel_fanouts
 from .captured import CapturedHops, PackedBatch, hop_bounds, hop_sizes, sub_batch_of
 from .outputs import batch_output, super_batch_outputs
 
@@ -85,41 +83,6 @@ _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffe
 # would otherwise take from the training loop's (one interpreter lock)
 _GRAPH_KEYS_MAX = 1 << 23
 _GRAPHS_MAX = 4  # shapes (batch size, or K and total seeds) with a captured graph, per sampler
-
-
-def check_num_neighbors(num_neighbors) -> list[int]:
-    """Validate PyG's ``num_neighbors`` (a list of per-hop fanouts)."""
-    if isinstance(num_neighbors, dict):
-        raise NotImplementedError("num_neighbors as a dict (heterogeneous graphs) is not supported yet")
-    if not isinstance(num_neighbors, (list, tuple)):
-        raise TypeError(f"num_neighbors must be a list of ints, got {type(num_neighbors).__name__}")
-    for hop, fanout in enumerate(num_neighbors):
-        if not isinstance(fanout, int) or isinstance(fanout, bool):
-            raise TypeError(f"num_neighbors[{hop}] must be an int, got {fanout!r}")
-        if fanout < -1:
-            raise ValueError(f"num_neighbors[{hop}] = {fanout}: a fanout must be >= 0, or -1 for all neighbours")
-    return list(num_neighbors)
-
-
-def _within_kernel_fanouts(num_neighbors: list[int], graph: CSCGraph, replace: bool) -> list[int]:
-    """``num_neighbors`` with each fanout above the kernels' ``MAX_FANOUT``
-    that no node's degree reaches (without replacement: every neighbour is
-    taken, as with -1, in the same order) written as -1; ValueError for one
-    that cannot be (with replacement, or a node of higher degree)."""
-    if all(fanout <= MAX_FANOUT for fanout in num_neighbors):
-        return num_neighbors
-    max_degree = int(graph.degree().max()) if graph.num_nodes else 0
-    out = []
-    for hop, fanout in enumerate(num_neighbors):
-        if fanout > MAX_FANOUT:
-            if replace or fanout < max_degree:
-                raise ValueError(
-                    f"num_neighbors[{hop}] = {fanout}: the sampling kernels draw at most {MAX_FANOUT} "
-                    f"neighbours per node" + ("" if replace else f" (a node here has {max_degree})")
-                    + "; -1 takes every neighbour")
-            fanout = -1
-        out.append(fanout)
-    return out
 
 
 class NeighborSampler:
@@ -165,16 +128,10 @@ class NeighborSampler:
                  hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None,
                  method: str = "auto", d_max: int = 64, adjacency_hit_rate: float | None = None):
         check_method(method, d_max)
-        if adjacency_hit_rate is not None:
-            if not isinstance(adjacency_hit_rate, (int, float)) or isinstance(adjacency_hit_rate, bool):
-                raise TypeError(f"adjacency_hit_rate must be a float in [0, 1] or None, got {adjacency_hit_rate!r}")
-            if math.isnan(adjacency_hit_rate):
-                adjacency_hit_rate = None  # (a cache plan without a profile): unknown
-            elif not 0 <= adjacency_hit_rate <= 1:
-                raise ValueError(f"adjacency_hit_rate must be in [0, 1], got {adjacency_hit_rate}")
+        adjacency_hit_rate = check_hit_rate(adjacency_hit_rate)
         self.graph = graph
         self.num_neighbors = check_num_neighbors(num_neighbors)
-        self._fanouts = _within_kernel_fanouts(self.num_neighbors, graph, replace)  # what the kernels get
+        self._fanouts = within_kernel_fanouts(self.num_neighbors, graph, replace)  # what the kernels get
         self.replace = bool(replace)
         self.device = torch.device(device)
         self.return_eid = return_eid
