@@ -553,7 +553,6 @@ def test_epochs_left_early_do_not_overlap_the_next():
 def test_leaving_an_epoch_early_is_prompt():
     # the producer has filled its queue and waits to put the next batch:
     # leaving the loop stops it at once, not at its put's 0.1 s timeout
-    import time
     data = random_data(num_nodes=5000, num_edges=50_000)
     loader = NeighborLoader(data, [5, 4], batch_size=64, shuffle=True, seed=1, prefetch=2)
     for _ in range(3):

@@ -233,8 +233,7 @@ class NeighborSampler:
         With ``seeds_batch``/``batch_ptr`` (K + 1 entries) the K sub-batches
         go through each launch together; ``rng`` is ``[L, K]``."""
         frontier_local = id_map.start(seeds, seeds_batch)
-        frontier, num_frontier = seeds, torch.full((1,), seeds.numel(), dtype=torch.int64,
-                                                    device=self.device)
+        frontier, num_frontier = seeds, torch.full((1,), seeds.numel(), dtype=torch.int64, device=self.device)
         frontier_batch = seeds_batch
         num_batches = 1 if batch_ptr is None else batch_ptr.numel() - 1
         cap = self._frontier_cap(num_batches)
