@@ -553,7 +553,6 @@ def test_epochs_left_early_do_not_overlap_the_next():
 def test_leaving_an_epoch_early_is_prompt():
     # the producer has filled its queue and waits to put the next batch:
     # leaving the loop stops it at once, not at its put's 0.1 s timeout
-    import time
     data = random_data(num_nodes=5000, num_edges=50_000)
     loader = NeighborLoader(data, [5, 4], batch_size=64, shuffle=True, seed=1, prefetch=2)
     for _ in range(3):
@@ -624,7 +623,7 @@ def test_edge_index_is_the_samplers_rows_not_a_copy(device):
     # sample and sample_many write row and col as the two rows of one [2, E]
     # tensor: the batch's edge_index is that tensor; any other pair is stacked
     from tritongnn import CSCGraph, NeighborSampler
-    from tritongnn.sampling.sampler import edge_index_of, joined
+    from tritongnn.sampling.outputs import edge_index_of, joined
     data = random_data()
     sampler = NeighborSampler(CSCGraph.from_edge_index(data.edge_index, 300).to(device), [3, 2], device=device)
     seeds = torch.arange(40, device=device)

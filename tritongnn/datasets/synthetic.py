@@ -55,10 +55,12 @@ Use ``chung_lu`` where a test needs a GNN to beat an MLP.
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 from torch_geometric.data import Data
+
+from .arguments import (check_float_dtype, check_positive_int, check_probability, check_real, check_seed,
+                        check_signal, check_split, resolve_device)
 
 __all__ = ["chung_lu", "rmat", "class_features"]
 
@@ -138,16 +140,16 @@ def chung_lu(
         ("num_classes", num_classes),
         ("num_features", num_features),
     ):
-        _check_positive_int(name, value)
-    _check_probability("homophily", homophily)
-    _check_real("exponent", exponent)
+        check_positive_int(name, value)
+    check_probability("homophily", homophily)
+    check_real("exponent", exponent)
     if not exponent > 1:
         raise ValueError(f"exponent must be > 1, got {exponent}")
-    _check_signal(signal)
-    _check_split(train_fraction, val_fraction, test_fraction)
-    _check_float_dtype(dtype)
-    device = _resolve_device(device)
-    _check_seed(seed)
+    check_signal(signal)
+    check_split(train_fraction, val_fraction, test_fraction)
+    check_float_dtype(dtype)
+    device = resolve_device(device)
+    check_seed(seed)
     generator = torch.Generator(device=device).manual_seed(seed)
 
     y = torch.randint(num_classes, (num_nodes,), generator=generator, device=device)  # [N]
@@ -263,18 +265,18 @@ def rmat(
         ("num_classes", num_classes),
         ("num_features", num_features),
     ):
-        _check_positive_int(name, value)
+        check_positive_int(name, value)
     if scale > 62:
         raise ValueError(f"scale must be <= 62 so that node ids fit int64, got {scale}")
     for name, value in (("a", a), ("b", b), ("c", c), ("d", d)):
-        _check_probability(name, value)
+        check_probability(name, value)
     if not math.isclose(a + b + c + d, 1.0, abs_tol=1e-6):
         raise ValueError(f"a + b + c + d must be 1, got {a} + {b} + {c} + {d} = {a + b + c + d}")
-    _check_signal(signal)
-    _check_split(train_fraction, val_fraction, test_fraction)
-    _check_float_dtype(dtype)
-    device = _resolve_device(device)
-    _check_seed(seed)
+    check_signal(signal)
+    check_split(train_fraction, val_fraction, test_fraction)
+    check_float_dtype(dtype)
+    device = resolve_device(device)
+    check_seed(seed)
     generator = torch.Generator(device=device).manual_seed(seed)
     num_nodes = 1 << scale
 
@@ -408,11 +410,11 @@ def class_features(
         >>> from tritongnn.host_memory import pinned_empty
         >>> x = class_features(y.cuda(), 172, 128, out=pinned_empty((len(y), 128), torch.float32, "cuda"))
     """
-    _check_positive_int("num_classes", num_classes)
-    _check_positive_int("num_features", num_features)
-    _check_signal(signal)
-    _check_float_dtype(dtype)
-    _check_seed(seed)
+    check_positive_int("num_classes", num_classes)
+    check_positive_int("num_features", num_features)
+    check_signal(signal)
+    check_float_dtype(dtype)
+    check_seed(seed)
     if not isinstance(y, torch.Tensor) or y.dim() != 1 or y.dtype != torch.int64:
         raise TypeError(f"y must be a 1-D int64 tensor, got {getattr(y, 'dtype', type(y).__name__)} of shape "
                         f"{tuple(getattr(y, 'shape', ()))}")
@@ -452,61 +454,3 @@ def _split(
         masks[key] = mask
         begin += size
     return masks
-
-
-def _resolve_device(device: torch.device | str | None) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
-def _check_positive_int(name: str, value: object) -> None:
-    # bool is an Integral but a size of True is a bug, not 1.
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}")
-
-
-def _check_real(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-
-
-def _check_probability(name: str, value: float) -> None:
-    _check_real(name, value)
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1], got {value}")
-
-
-def _check_seed(seed: object) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be an int, got {seed!r} ({type(seed).__name__})")
-    if not 0 <= seed < 2**63:
-        raise ValueError(f"seed must be in [0, 2**63), got {seed}")
-
-
-def _check_signal(signal: float) -> None:
-    _check_real("signal", signal)
-    if not (math.isfinite(signal) and signal >= 0):
-        raise ValueError(f"signal must be finite and >= 0, got {signal}")
-
-
-def _check_split(train_fraction: float, val_fraction: float, test_fraction: float) -> None:
-    for name, value in (
-        ("train_fraction", train_fraction),
-        ("val_fraction", val_fraction),
-        ("test_fraction", test_fraction),
-    ):
-        _check_probability(name, value)
-    total = train_fraction + val_fraction + test_fraction
-    if total > 1.0 + 1e-9:
-        raise ValueError(
-            "train_fraction + val_fraction + test_fraction must be <= 1, got "
-            f"{train_fraction} + {val_fraction} + {test_fraction} = {total}"
-        )
-
-
-def _check_float_dtype(dtype: torch.dtype) -> None:
-    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")

@@ -10,7 +10,7 @@ from torch_geometric.data import Data
 
 from ..kernels import gather_rows
 from ..kernels.aggregate import mark_sorted_by_dst
-from ..sampling.sampler import edge_index_of
+from ..sampling.outputs import edge_index_of
 from .arguments import Attributes
 from .timing import StageTimes
 

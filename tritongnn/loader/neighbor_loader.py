@@ -38,7 +38,8 @@ from ..cache.reuse import BatchReuse, GroupReuse
 from ..graph import csc_bytes
 from ..kernels._launch import new_stream
 from ..memory import check_reserve
-from ..sampling.sampler import NeighborSampler, check_num_neighbors
+from ..sampling.arguments import check_num_neighbors
+from ..sampling.sampler import NeighborSampler
 from . import arguments
 from .assemble import Assembler
 from .pipeline import Prefetcher
@@ -477,10 +478,8 @@ class NeighborLoader:
         arrays = [self.graph.indptr, self.graph.indices, self.graph.edge_perm, self.x]
         return [t for t in arrays if t is not None and t.device.type == "cpu"]
 
-
     def __repr__(self) -> str:
         ranks = f", rank={self.rank}, world_size={self.world_size}" if self.world_size > 1 else ""
         ranks += f", super_batch={self.super_batch}" if self.super_batch > 1 else ""
         return (f"{self.__class__.__name__}(num_neighbors={self.num_neighbors}, "
                 f"batch_size={self.batch_size}, placement={self.placement!r}, device={self.device}{ranks})")
-

@@ -34,14 +34,9 @@ node in two sub-batches is two nodes) for all K, as for a single batch.
 The per-hop Philox seeds are drawn per sub-batch exactly as ``sample``
 draws them for consecutive batches, and a node's draws are keyed by its
 position within its sub-batch, so every sub-batch comes out bit for bit as
-``sample`` gives it alone. Each hop's outputs are grouped by
-sub-batch (``edge_ptr`` from the classifier, ``num_new_per_batch`` from the
-id map). The host reads every hop's boundaries per sub-batch in one sync
-per super-batch, slices each sub-batch's parts from the hops' buffers and
-lays them end to end with one ``torch.cat`` a buffer: one ``node`` and one
-edge buffer a pass, and the K ``SamplerOutput``s are slices of them (each
-batch's ``edge_index`` a ``[2, E]`` view): two copies a pass, not a dozen
-a batch.
+``sample`` gives it alone. The host reads every hop's boundaries per
+sub-batch in one sync per super-batch; ``sampling.outputs`` slices the K
+``SamplerOutput``s out of the hops' buffers.
 What is saved is per-launch cost: K batches take the launches and host
 decisions of one, with K times the work per launch. What it costs is
 memory: buffers and the id map are sized for K batches at once.
@@ -66,19 +61,18 @@ so PyG's ``NodeLoader`` can drive it too.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from torch_geometric.sampler import SamplerOutput
 
 from .._checks import check_positive_int
-from ..kernels._launch import check_ids_in_range
 from ..graph import CSCGraph
 from ..kernels import IdMap, draw_seeds, sample_neighbors
+from ..kernels._launch import check_ids_in_range, host_list, on_device, on_device_of, use_triton
 from ..kernels.id_map import DirectTable, direct_fits
-from ..kernels.sample import MAX_FANOUT, check_method, visits_in_node_order
-from ..kernels._launch import host_list, on_device, on_device_of, use_triton
+from ..kernels.sample import check_method, visits_in_node_order
+from .arguments import check_hit_rate, check_num_neighbors, within_kernel_fanouts
 from .captured import CapturedHops, PackedBatch, hop_bounds, hop_sizes, sub_batch_of
+from .outputs import batch_output, super_batch_outputs
 
 # Both limits are per sub-batch: a super-batch of K has K times each.
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
@@ -89,81 +83,6 @@ _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffe
 # would otherwise take from the training loop's (one interpreter lock)
 _GRAPH_KEYS_MAX = 1 << 23
 _GRAPHS_MAX = 4  # shapes (batch size, or K and total seeds) with a captured graph, per sampler
-
-
-def _edge_rows(rows: list[torch.Tensor], cols: list[torch.Tensor], device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The batch's ``row`` and ``col`` (each hop's parts laid end to end),
-    written as the two rows of one ``[2, E]`` tensor: the loader's
-    ``edge_index`` is then that tensor (``edge_index_of``), not a copy."""
-    num_edges = sum(part.numel() for part in rows)
-    edge_index = torch.empty((2, num_edges), dtype=torch.int64, device=device)
-    if rows:
-        torch.cat(rows, out=edge_index[0])
-        torch.cat(cols, out=edge_index[1])
-    return edge_index[0], edge_index[1]
-
-
-def _end_to_end(first: torch.Tensor, second: torch.Tensor) -> bool:
-    """Whether ``second`` starts in memory where ``first`` ends: two flat,
-    contiguous views of one storage, of one dtype."""
-    return (first.dim() == second.dim() == 1 and first.dtype == second.dtype and first.device == second.device
-            and (first.stride(0) == 1 or first.numel() <= 1) and (second.stride(0) == 1 or second.numel() <= 1)
-            and first.untyped_storage().data_ptr() == second.untyped_storage().data_ptr()
-            and second.storage_offset() == first.storage_offset() + first.numel())
-
-
-def joined(parts: list[torch.Tensor]) -> torch.Tensor:
-    """``torch.cat(parts)`` of flat tensors, without the copy where each
-    starts in memory where the one before ends (``sample_many``'s K
-    ``node`` tensors): the view that spans them."""
-    if len(parts) > 1 and all(_end_to_end(a, b) for a, b in zip(parts, parts[1:])):
-        return parts[0].as_strided((sum(p.numel() for p in parts),), (1,))
-    return torch.cat(parts)
-
-
-def edge_index_of(row: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
-    """``torch.stack([row, col])``, without the copy where ``col`` follows
-    ``row`` in memory (as ``NeighborSampler`` returns them: the two rows of
-    one ``[2, E]`` tensor, or, from ``sample_many``, a batch's rows and
-    columns end to end in the pass's edge buffer): that ``[2, E]`` view."""
-    if row.numel() == col.numel() and _end_to_end(row, col):
-        return row.as_strided((2, row.numel()), (row.numel(), 1))
-    return torch.stack([row, col])
-
-
-def check_num_neighbors(num_neighbors) -> list[int]:
-    """Validate PyG's ``num_neighbors`` (a list of per-hop fanouts)."""
-    if isinstance(num_neighbors, dict):
-        raise NotImplementedError("num_neighbors as a dict (heterogeneous graphs) is not supported yet")
-    if not isinstance(num_neighbors, (list, tuple)):
-        raise TypeError(f"num_neighbors must be a list of ints, got {type(num_neighbors).__name__}")
-    for hop, fanout in enumerate(num_neighbors):
-        if not isinstance(fanout, int) or isinstance(fanout, bool):
-            raise TypeError(f"num_neighbors[{hop}] must be an int, got {fanout!r}")
-        if fanout < -1:
-            raise ValueError(f"num_neighbors[{hop}] = {fanout}: a fanout must be >= 0, or -1 for all neighbours")
-    return list(num_neighbors)
-
-
-def _within_kernel_fanouts(num_neighbors: list[int], graph: CSCGraph, replace: bool) -> list[int]:
-    """``num_neighbors`` with each fanout above the kernels' ``MAX_FANOUT``
-    that no node's degree reaches (without replacement: every neighbour is
-    taken, as with -1, in the same order) written as -1; ValueError for one
-    that cannot be (with replacement, or a node of higher degree)."""
-    if all(fanout <= MAX_FANOUT for fanout in num_neighbors):
-        return num_neighbors
-    max_degree = int(graph.degree().max()) if graph.num_nodes else 0
-    out = []
-    for hop, fanout in enumerate(num_neighbors):
-        if fanout > MAX_FANOUT:
-            if replace or fanout < max_degree:
-                raise ValueError(
-                    f"num_neighbors[{hop}] = {fanout}: the sampling kernels draw at most {MAX_FANOUT} "
-                    f"neighbours per node" + ("" if replace else f" (a node here has {max_degree})")
-                    + "; -1 takes every neighbour")
-            fanout = -1
-        out.append(fanout)
-    return out
 
 
 class NeighborSampler:
@@ -209,16 +128,10 @@ class NeighborSampler:
                  hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None,
                  method: str = "auto", d_max: int = 64, adjacency_hit_rate: float | None = None):
         check_method(method, d_max)
-        if adjacency_hit_rate is not None:
-            if not isinstance(adjacency_hit_rate, (int, float)) or isinstance(adjacency_hit_rate, bool):
-                raise TypeError(f"adjacency_hit_rate must be a float in [0, 1] or None, got {adjacency_hit_rate!r}")
-            if math.isnan(adjacency_hit_rate):
-                adjacency_hit_rate = None  # (a cache plan without a profile): unknown
-            elif not 0 <= adjacency_hit_rate <= 1:
-                raise ValueError(f"adjacency_hit_rate must be in [0, 1], got {adjacency_hit_rate}")
+        adjacency_hit_rate = check_hit_rate(adjacency_hit_rate)
         self.graph = graph
         self.num_neighbors = check_num_neighbors(num_neighbors)
-        self._fanouts = _within_kernel_fanouts(self.num_neighbors, graph, replace)  # what the kernels get
+        self._fanouts = within_kernel_fanouts(self.num_neighbors, graph, replace)  # what the kernels get
         self.replace = bool(replace)
         self.device = torch.device(device)
         self.return_eid = return_eid
@@ -320,8 +233,7 @@ class NeighborSampler:
         With ``seeds_batch``/``batch_ptr`` (K + 1 entries) the K sub-batches
         go through each launch together; ``rng`` is ``[L, K]``."""
         frontier_local = id_map.start(seeds, seeds_batch)
-        frontier, num_frontier = seeds, torch.full((1,), seeds.numel(), dtype=torch.int64,
-                                                    device=self.device)
+        frontier, num_frontier = seeds, torch.full((1,), seeds.numel(), dtype=torch.int64, device=self.device)
         frontier_batch = seeds_batch
         num_batches = 1 if batch_ptr is None else batch_ptr.numel() - 1
         cap = self._frontier_cap(num_batches)
@@ -420,9 +332,6 @@ class NeighborSampler:
     def _rng_on_device(self, rng: torch.Tensor | None) -> torch.Tensor | None:
         return None if rng is None else rng.to(self.device, non_blocking=True)
 
-    def _edge_ids(self, edge: torch.Tensor) -> torch.Tensor:
-        return edge if self._edge_perm is None else self._edge_perm[edge]
-
     def _check_seeds(self, seeds, name: str) -> None:
         if not isinstance(seeds, torch.Tensor) or seeds.dtype != torch.int64 or seeds.dim() != 1:
             raise TypeError(f"{name} must be a 1-D int64 tensor, got "
@@ -456,20 +365,9 @@ class NeighborSampler:
                               self._map_for(self._node_bound(seeds.numel())))
             sizes = hop_sizes(hops) if hops else None
 
-        # The one sync of the batch: every hop's sizes in one copy. The
-        # slices below copy the batch out of the (possibly replayed) buffers.
+        # The one sync of the batch: every hop's sizes in one copy.
         sizes = host_list(sizes) if hops else []
-        num_edges, num_new = sizes[0::2], sizes[1::2]
-        node = torch.cat([seeds] + [m.new_nodes[:n] for (_, m), n in zip(hops, num_new)])
-        row, col = _edge_rows([m.local[:e] for (_, m), e in zip(hops, num_edges)],
-                              [h.dst[:e] for (h, _), e in zip(hops, num_edges)], self.device)
-        edge = None
-        if self.return_eid:
-            edge = torch.cat([h.eid[:e] for (h, _), e in zip(hops, num_edges)]) if hops else torch.empty_like(row)
-            edge = self._edge_ids(edge)
-        return SamplerOutput(node=node, row=row, col=col, edge=edge,
-                             num_sampled_nodes=[seeds.numel()] + num_new,
-                             num_sampled_edges=num_edges)
+        return batch_output(seeds, hops, sizes, self.device, self.return_eid, self._edge_perm)
 
     @on_device_of("self")
     def sample_many(self, seeds_list, generator: torch.Generator | None = None,
@@ -532,44 +430,5 @@ class NeighborSampler:
 
         # The one sync of the super-batch: how many edges and new nodes each
         # sub-batch has in every hop.
-        k1 = num_batches + 1
         bounds = host_list(bounds) if hops else []
-        edge_at = [bounds[h * (2 * k1 - 1):h * (2 * k1 - 1) + k1] for h in range(len(hops))]  # edge_ptr a hop
-        num_edges = [[at[k + 1] - at[k] for k in range(num_batches)] for at in edge_at]
-        num_new = [bounds[h * (2 * k1 - 1) + k1:(h + 1) * (2 * k1 - 1)] for h in range(len(hops))]
-        edges_of = [sum(hop[k] for hop in num_edges) for k in range(num_batches)]
-        nodes_of = [sizes[k] + sum(hop[k] for hop in num_new) for k in range(num_batches)]
-
-        # Every sub-batch's parts, sliced on the host from the boundaries just
-        # read, laid end to end by one torch.cat a buffer: sub-batch k's
-        # nodes (its seeds, then each hop's new nodes) in one node buffer,
-        # its rows then its columns (its ``edge_index``, ``[2, E_k]``) in one
-        # edge buffer. The copies run on the GPU while the host builds the
-        # outputs (and the caller goes on to the next pass).
-        node_parts, edge_parts, eid_parts = [], [], []
-        seed_at = 0
-        new_at = [0] * len(hops)
-        for k in range(num_batches):
-            node_parts.append(seeds[seed_at:seed_at + sizes[k]])
-            seed_at += sizes[k]
-            for h, (_, m) in enumerate(hops):
-                node_parts.append(m.new_nodes[new_at[h]:new_at[h] + num_new[h][k]])
-                new_at[h] += num_new[h][k]
-            spans = [(edge_at[h][k], edge_at[h][k + 1]) for h in range(len(hops))]
-            edge_parts += [m.local[a:b] for (_, m), (a, b) in zip(hops, spans)]
-            edge_parts += [e.dst[a:b] for (e, _), (a, b) in zip(hops, spans)]
-            if self.return_eid:
-                eid_parts += [e.eid[a:b] for (e, _), (a, b) in zip(hops, spans)]
-        node = torch.cat(node_parts)
-        no_edge = torch.empty(0, dtype=torch.int64, device=self.device)  # no hop: nothing to lay end to end
-        edges = torch.cat(edge_parts or [no_edge])
-        eid = torch.cat(eid_parts or [no_edge]) if self.return_eid else None
-        eid_of = [None] * num_batches if eid is None else self._edge_ids(eid).split(edges_of)
-        outputs = []
-        for k, (n_id, pair) in enumerate(zip(node.split(nodes_of), edges.split([2 * e for e in edges_of]))):
-            row, col = pair.view(2, edges_of[k]).unbind(0)
-            outputs.append(SamplerOutput(
-                node=n_id, row=row, col=col, edge=eid_of[k],
-                num_sampled_nodes=[sizes[k]] + [hop[k] for hop in num_new],
-                num_sampled_edges=[hop[k] for hop in num_edges]))
-        return outputs
+        return super_batch_outputs(seeds, hops, bounds, sizes, self.device, self.return_eid, self._edge_perm)
