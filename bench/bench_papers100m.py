@@ -90,6 +90,8 @@ def main():
     p.add_argument("--workers", type=int, default=8, help="PyG loader worker processes")
     p.add_argument("--batches", type=int, default=0,
                    help="time this many batches per epoch and scale to the epoch (0: whole epochs)")
+    p.add_argument("--build-dir", default=None,
+                   help="NeighborLoader's build_dir: a second run of the same graph reads the build back")
     p.add_argument("--out", default=None, help="JSON lines file to append the row to")
     p.add_argument("--commit", default=None)
     args = p.parse_args()
@@ -107,7 +109,7 @@ def main():
                            shuffle=True, num_workers=args.workers, persistent_workers=args.workers > 0)
     else:
         loader = NeighborLoader(data, args.fanouts, batch_size=args.batch_size, input_nodes=data.train_mask,
-                                shuffle=True, seed=args.seed)
+                                shuffle=True, seed=args.seed, build_dir=args.build_dir)
     build = time.perf_counter() - start
     print(f"built in {build:.1f} s: {getattr(loader, 'placement_reason', 'PyG')}; GPU allocated "
           f"{torch.cuda.memory_allocated(device) / 2**30:.2f} GiB, peak reserved "
@@ -143,7 +145,8 @@ def main():
                gpu_peak_gb=round(torch.cuda.max_memory_reserved(device) / 2**30, 2),
                host_peak_gb=round(host_peak_bytes() / 2**30, 2), chose=getattr(loader, "placement_reason", None),
                cache=str(loader.cache.plan) if getattr(loader, "cache", None) is not None else None,
-               loss=round(float(loss), 3))
+               build_loaded=getattr(loader, "build_loaded", None),
+               loss=round(float(loss.detach()), 3))
     print(json.dumps(row), flush=True)
     append_record(args.out, new_record("papers100m", device, commit=args.commit, nodes=args.nodes,
                                        edges=args.edges, features=args.features, row=row))

@@ -124,6 +124,13 @@ class NeighborLoader:
             it exists, else profiled and saved there; with several ranks,
             rank 0 loads or profiles and the others receive its profile).
         profile_epochs: pre-sampling epochs when profiling.
+        build_dir: a directory where the build is kept
+            (``tritongnn.loader.saved``): the CSC graph, the access profile
+            and, with a cache, the hot-first relabelled graph and its plan
+            are saved there, and a later loader over the same graph and
+            settings reads them back instead of sorting, profiling and
+            relabelling again (``loader.build_loaded`` lists what it
+            read). None: build every time.
         cache_policy: ``"profile"`` (default): the dual cache planned from
             the access profile; ``"degree"``: the common baseline, a feature
             cache of the nodes that appear in the most neighbour lists, no
@@ -241,7 +248,7 @@ class NeighborLoader:
                  reorder_group: int = 1, sample_kernel: str = "auto", super_batch: int = 1,
                  feature_dtype: torch.dtype | None = None, rank: int | None = None,
                  world_size: int | None = None, share_host_memory: bool = True, memory_reserve="auto",
-                 **kwargs):
+                 build_dir=None, **kwargs):
         arguments.check_kwargs(dict(kwargs, input_time=input_time))
         arguments.check_data(data)
         arguments.check_settings(batch_size=batch_size, super_batch=super_batch, sample_kernel=sample_kernel,
@@ -294,13 +301,15 @@ class NeighborLoader:
                               world_size=self.world_size, num_neighbors=self.num_neighbors,
                               generator=self.generator, input_nodes=self.input_nodes,
                               batch_size=batch_size, memory_reserve=self.memory_reserve,
-                              warm_budget=warm_budget or 0, prefetch=prefetch)
+                              warm_budget=warm_budget or 0, prefetch=prefetch, build_dir=build_dir)
         self.graph, self.x, self.cache = builder.build(
             data.edge_index, num_nodes, features, feature_dtype, keep_edge_perm=bool(attrs.edge),
             share_host_memory=share_host_memory, cache_budget=cache_budget, replace=replace,
             cache_profile=cache_profile, profile_epochs=profile_epochs, cache_policy=cache_policy,
             dynamic=dynamic)
         self.cache_profile, self._host_ranks = builder.cache_profile, builder.host_ranks
+        # which pieces of the build came from build_dir
+        self.build_loaded = [] if builder.saved is None else list(builder.saved.loaded)
         # the input nodes in the sampler's ids: internal (hot-first) ones with a cache
         self.seeds = self.input_nodes if self.cache is None else self.cache.new_id[self.input_nodes]
         self.sampler = NeighborSampler(self.graph, self.num_neighbors, replace, self.device,

@@ -23,6 +23,7 @@ from ..sampling.profile import profile_accesses
 from ..sampling.sampler import NeighborSampler
 from .arguments import stored_features
 from .replay import SLOT_ROWS, most_slots
+from .saved import SavedBuild
 
 
 def resolve_budget(budget, device: torch.device, memory_reserve, *, num_nodes: int = 0, whole: int = 0,
@@ -80,7 +81,7 @@ class TierBuilder:
 
     def __init__(self, *, device: torch.device, placement: str, rank: int, world_size: int, num_neighbors,
                  generator: torch.Generator, input_nodes: torch.Tensor, batch_size: int, memory_reserve,
-                 warm_budget: int, prefetch: int = 2):
+                 warm_budget: int, prefetch: int = 2, build_dir=None):
         self.device, self.placement = device, placement
         self.rank, self.world_size = rank, world_size
         self.num_neighbors, self.generator = num_neighbors, generator
@@ -88,6 +89,8 @@ class TierBuilder:
         self.memory_reserve, self._warm_budget, self.prefetch = memory_reserve, warm_budget, prefetch
         self.host_ranks = 1
         self.cache_profile = None
+        self.build_dir = build_dir
+        self.saved = None  # the SavedBuild in build_dir, once build() has run
 
     def build(self, edge_index, num_nodes: int, features, feature_dtype, *, keep_edge_perm: bool,
               share_host_memory: bool, cache_budget, replace: bool, cache_profile, profile_epochs: int,
@@ -95,13 +98,19 @@ class TierBuilder:
         """``(graph, x, cache)``: ``cache`` None without a budget, else
         ``graph`` and ``x`` are its relabelled ones (internal ids)."""
         placement = self.placement
+        saved = self.saved = None if self.build_dir is None else \
+            SavedBuild(self.build_dir, edge_index, num_nodes, keep_edge_perm)
 
         def build_graph() -> CSCGraph:
             # sorted on the loader's device in chunks, written where it is read: with
             # placement="host" pinned host memory, the edges never all on the GPU at once
             host = placement == "host" and self.device.type == "cuda"
-            return CSCGraph.from_edge_index(edge_index, num_nodes, keep_edge_perm=keep_edge_perm,
-                                            device="cpu" if host else self.device, work=self.device, pin=host)
+
+            def build():
+                return CSCGraph.from_edge_index(edge_index, num_nodes, keep_edge_perm=keep_edge_perm,
+                                                device="cpu" if host else self.device, work=self.device,
+                                                pin=host)
+            return build() if saved is None else saved.graph(build, self.device, pin=host)
 
         # ranks sharing one host copy: a collective, so every rank of the group takes part
         host_group = self._host_group(share_host_memory)
@@ -113,8 +122,10 @@ class TierBuilder:
         x = self._stored(features, feature_dtype, defer=host_group is not None)
         self.fingerprint = (num_nodes, edge_index.size(1), keep_edge_perm,
                             None if x is None else (tuple(x.shape), str(x.dtype)))
-        # with one host copy, only the host's leader builds the graph
-        graph = build_graph() if host_group is None or host_group.is_leader else None
+        # with one host copy, only the host's leader builds the graph; a single
+        # rank with a cache and a build_dir may need only the relabelled one saved there
+        lazy = saved is not None and host_group is None and cache_budget is not None
+        graph = build_graph() if (host_group is None or host_group.is_leader) and not lazy else None
         try:
             if cache_budget is None:
                 shared = None if host_group is None else self._share_graph(host_group, graph, x)
@@ -180,7 +191,15 @@ class TierBuilder:
         num_nodes = self.fingerprint[0]
         if budget != "auto" or self.device.type != "cuda":  # checked before the profile's epochs (which
             budget = resolve_budget(budget, self.device, self.memory_reserve)  # size "auto" on a GPU)
-        self.cache_profile = self._access_profile(graph, x, num_nodes, replace, profile, epochs, policy)
+        if graph is None and host_group is None:  # built (or read back) only once wanted
+            graph_once = []
+
+            def build_graph(build=build_graph):
+                if not graph_once:
+                    graph_once.append(build())
+                return graph_once[0]
+        self.cache_profile = self._access_profile(graph if graph is not None else build_graph, x, num_nodes,
+                                                  replace, profile, epochs, policy)
         if budget == "auto":
             budget = resolve_budget(budget, self.device, self.memory_reserve, num_nodes=num_nodes,
                                     **self._working_sets(x))
@@ -190,8 +209,24 @@ class TierBuilder:
                 return cache
             graph = build_graph() if graph is None else graph
         x = self._real(x)
+        saved, settings = self.saved, self._plan_settings(x, policy, dynamic)
+        reused = None if saved is None else saved.relabelled(budget, settings, self.device)
+        if reused is not None:
+            plan, rows, relabelled = reused
+            x = relabel_tiers(None, x, plan, self.device)[1]
+            return DualCache.from_relabelled(relabelled, x, plan, self.device, dynamic, rows, self.cache_profile,
+                                             self._warm_rows(x))
+        graph = build_graph() if graph is None else graph
         plan, rows = self._plan_cache(graph, x, budget, policy, dynamic)
-        return DualCache(graph, x, plan, self.device, dynamic, rows, self.cache_profile, self._warm_rows(x))
+        cache = DualCache(graph, x, plan, self.device, dynamic, rows, self.cache_profile, self._warm_rows(x))
+        if saved is not None:
+            saved.save_relabelled(budget, settings, plan, rows, cache.graph)
+        return cache
+
+    def _plan_settings(self, x, policy: str, dynamic) -> tuple:
+        """What a saved plan must have been made with, besides its budget."""
+        row_bytes = 0 if x is None else x.size(1) * x.element_size()
+        return (policy, row_bytes, None if dynamic is None else repr(dynamic), self.num_neighbors)
 
     def _working_sets(self, x) -> dict:
         """``working_sets`` of this loader, with the rows per batch its profile saw."""
@@ -218,6 +253,9 @@ class TierBuilder:
             if x is None:
                 raise ValueError("cache_policy='degree' caches feature rows: data.x is None")
             return profile
+        saved = self.saved if profile is None else None
+        if saved is not None:
+            profile = saved.profile_path(self.input_nodes, self.num_neighbors, replace, self.batch_size, epochs)
         if profile is None or isinstance(profile, (str, os.PathLike)):
             path = profile
 
@@ -225,8 +263,17 @@ class TierBuilder:
                 # only rank 0 looks for the file: ranks that saw it at different
                 # times (or hosts that lack it) must not disagree on the broadcast
                 if path is not None and os.path.exists(path):
-                    return AccessProfile.load(path, num_nodes, self.num_neighbors)
-                host_graph = graph.pin_memory() if self.device.type == "cuda" else graph
+                    try:
+                        loaded = AccessProfile.load(path, num_nodes, self.num_neighbors)
+                    except ValueError:
+                        if saved is None:  # the user's file: theirs to fix
+                            raise
+                    else:  # (build_dir's own, if unreadable, is profiled and written again)
+                        if saved is not None:
+                            saved.loaded.append("profile")
+                        return loaded
+                built = graph() if callable(graph) else graph
+                host_graph = built.pin_memory() if self.device.type == "cuda" else built
                 sampler = NeighborSampler(host_graph, self.num_neighbors, replace, self.device)
                 # its own stream of random numbers: profiling leaves the loader's untouched
                 gen = torch.Generator().manual_seed(self.generator.initial_seed() ^ 0x5EED)
