@@ -66,11 +66,15 @@ def test_a_saved_plan_serves_a_budget_slightly_above_it_only(tmp_path):
     data = random_data()
     row = data.x.size(1) * data.x.element_size()
     kwargs = dict(placement="host", profile_epochs=1, build_dir=tmp_path)
-    epoch(data, "cpu", cache_budget=100 * row, **kwargs)
+    first, _ = epoch(data, "cpu", cache_budget=100 * row, **kwargs)
+    spent = first.cache.plan.feature_bytes + first.cache.plan.adjacency_bytes
+    assert 0 < spent <= 100 * row
     near, _ = epoch(data, "cpu", cache_budget=101 * row, **kwargs)  # 1 % more: the saved plan
     assert near.build_loaded == ["profile", "relabelled graph"] and near.cache.plan.budget == 100 * row
-    below, _ = epoch(data, "cpu", cache_budget=99 * row, **kwargs)  # less: planned anew, never past it
-    assert "relabelled graph" not in below.build_loaded and below.cache.plan.budget == 99 * row
+    held, _ = epoch(data, "cpu", cache_budget=spent, **kwargs)  # less, still holding the plan: the saved plan
+    assert "relabelled graph" in held.build_loaded and held.cache.plan.budget == 100 * row
+    below, _ = epoch(data, "cpu", cache_budget=spent - 1, **kwargs)  # less: planned anew, never past it
+    assert "relabelled graph" not in below.build_loaded and below.cache.plan.budget == spent - 1
     far, _ = epoch(data, "cpu", cache_budget=120 * row, **kwargs)
     assert "relabelled graph" not in far.build_loaded and far.cache.plan.budget == 120 * row
 

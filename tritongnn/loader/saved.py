@@ -10,8 +10,9 @@ the map itself on a CPU loader). A saved piece is used only for the graph
 and arguments it was made from: the graph is known by its size, dtype and
 a hash of 65,536 of its edges, the profile also by the seeds, fanouts and
 batch size, the relabelled graph by its plan's inputs (a saved plan is
-kept while the budget is at most 2 % above the one it was made for, so
-that ``cache_budget="auto"`` on the same card finds it). Files are written
+kept while the budget holds what it spends and is at most 2 % above the
+one it was made for, so that ``cache_budget="auto"`` on the same card
+finds it). Files are written
 under a temporary name and renamed, so a run cut short leaves none half
 written.
 """
@@ -109,12 +110,12 @@ class SavedBuild:
 
     def relabelled(self, budget: int, settings: tuple, device: torch.device):
         """``(plan, dynamic_rows, graph)`` saved for these plan ``settings``
-        and a budget at most 2 % above the saved one's (never below it), the
-        graph placed as ``cache.dual.relabel_tiers`` places it; None when
-        there is none."""
+        and a budget that holds what the saved plan spends and is at most
+        2 % above the budget it was made for, the graph placed as
+        ``cache.dual.relabel_tiers`` places it; None when there is none."""
         name = self._plan_name(settings)
         meta = self._meta(name)
-        if meta is None or not meta["budget"] <= budget <= meta["budget"] * (1 + _PLAN_SLACK):
+        if meta is None or not meta["spent"] <= budget <= meta["budget"] * (1 + _PLAN_SLACK):
             return None
         arrays = self._read(name)
         if arrays is None:
@@ -126,11 +127,14 @@ class SavedBuild:
         return plan, meta["dynamic_rows"], self._graph_of(arrays, device, pin=not whole and device.type == "cuda")
 
     def save_relabelled(self, budget: int, settings: tuple, plan: CachePlan, dynamic_rows: int,
-                        graph: CSCGraph) -> None:
-        """Keep ``plan`` (made for ``budget`` and ``settings``) and the graph
-        it renamed."""
+                        dynamic_bytes: int, graph: CSCGraph) -> None:
+        """Keep ``plan`` (made for ``budget`` and ``settings``, with
+        ``dynamic_rows`` taking ``dynamic_bytes`` of it) and the graph it
+        renamed."""
         fields = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan) if f.name != "order"}
-        self._write(self._plan_name(settings), dict(budget=int(budget), plan=fields, dynamic_rows=int(dynamic_rows)),
+        spent = plan.adjacency_bytes + plan.feature_bytes + dynamic_bytes
+        self._write(self._plan_name(settings), dict(budget=int(budget), spent=int(spent), plan=fields,
+                                                    dynamic_rows=int(dynamic_rows)),
                     order=plan.order, indptr=graph.indptr, indices=graph.indices, edge_perm=graph.edge_perm)
 
     def _plan_name(self, settings: tuple) -> str:

@@ -220,7 +220,8 @@ class TierBuilder:
         plan, rows = self._plan_cache(graph, x, budget, policy, dynamic)
         cache = DualCache(graph, x, plan, self.device, dynamic, rows, self.cache_profile, self._warm_rows(x))
         if saved is not None:
-            saved.save_relabelled(budget, settings, plan, rows, cache.graph)
+            row_bytes = 0 if x is None else x.size(1) * x.element_size()
+            saved.save_relabelled(budget, settings, plan, rows, rows * row_bytes, cache.graph)
         return cache
 
     def _plan_settings(self, x, policy: str, dynamic) -> tuple:
