@@ -79,6 +79,16 @@ def test_a_saved_plan_serves_a_budget_slightly_above_it_only(tmp_path):
     assert "relabelled graph" not in far.build_loaded and far.cache.plan.budget == 120 * row
 
 
+def test_another_profile_is_planned_anew(tmp_path):
+    data = random_data()
+    kwargs = dict(placement="host", cache_budget=60 * data.x.size(1) * 4, build_dir=tmp_path)
+    epoch(data, "cpu", profile_epochs=1, **kwargs)
+    other, batches = epoch(data, "cpu", profile_epochs=2, **kwargs)
+    assert other.build_loaded == ["graph"]  # the graph, but neither that profile nor its plan
+    _, plain = epoch(data, "cpu")
+    assert_same(plain, batches)
+
+
 def test_another_graph_of_the_same_size_is_built_anew(tmp_path):
     data = random_data()
     epoch(data, "cpu", build_dir=tmp_path)

@@ -225,9 +225,13 @@ class TierBuilder:
         return cache
 
     def _plan_settings(self, x, policy: str, dynamic) -> tuple:
-        """What a saved plan must have been made with, besides its budget."""
+        """What a saved plan must have been made with, besides its budget:
+        the profile known by its totals, as it may be the user's."""
         row_bytes = 0 if x is None else x.size(1) * x.element_size()
-        return (policy, row_bytes, None if dynamic is None else repr(dynamic), self.num_neighbors)
+        p = self.cache_profile
+        profile = None if p is None else (p.epochs, p.num_batches, float(p.feature.sum()), int(p.inputs.sum()),
+                                          int(p.adjacency.sum()))
+        return (policy, row_bytes, None if dynamic is None else repr(dynamic), self.num_neighbors, profile)
 
     def _working_sets(self, x) -> dict:
         """``working_sets`` of this loader, with the rows per batch its profile saw."""
