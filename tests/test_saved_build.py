@@ -55,6 +55,9 @@ def test_a_cached_loader_reads_its_profile_and_relabelled_graph_back(device, tmp
     second, read = epoch(data, device, build_dir=tmp_path, **kwargs)
     assert first.build_loaded == []
     assert second.build_loaded == ["profile", "relabelled graph"]
+    stats = second.stats  # what the loader chose, beside its counts
+    assert stats["build_loaded"] == second.build_loaded and stats["cache_plan"] == str(second.cache.plan)
+    assert stats["placement"] == "host" and stats["placement_reason"] == second.placement_reason
     assert torch.equal(first.cache.plan.order, second.cache.plan.order)
     assert first.cache.plan.num_feature == second.cache.plan.num_feature
     assert torch.equal(first.cache_profile.inputs.cpu(), second.cache_profile.inputs.cpu())

@@ -446,13 +446,17 @@ class NeighborLoader:
         gathering, the model and waiting (``tritongnn.loader.timing``);
         with ``placement="host"``, the rows and lists read from host memory
         and their bytes (``host_bytes``, dynamic refreshes included), the
-        hit rates of the caches and the rows reused from the previous batch.
-        Read mid-epoch with ``prefetch``, the loader's counts include the
+        hit rates of the caches and the rows reused from the previous batch;
+        and what the loader chose: ``placement``, ``placement_reason``,
+        ``cache_plan`` (None without a cache), ``build_loaded``. Read mid-epoch with ``prefetch``, the loader's counts include the
         batches prepared ahead of the loop. Completed epochs are in
         ``stats_history``."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # counts are written on the prefetch stream
         stats = self.times.as_dict()
+        stats.update(placement=self.placement, placement_reason=self.placement_reason,
+                     cache_plan=None if self.cache is None else str(self.cache.plan),
+                     build_loaded=list(self.build_loaded))
         if self.host_stats is not None:
             stats.update(self.host_stats.as_dict())
         if self.reorder is not None:
