@@ -121,6 +121,19 @@ def test_a_damaged_save_is_built_again(tmp_path):
     assert epoch(data, "cpu", build_dir=tmp_path, **kwargs)[0].build_loaded == ["profile", "relabelled graph"]
 
 
+def test_a_disk_that_refuses_warns_and_builds(tmp_path, monkeypatch):
+    data = random_data()
+
+    def refuse(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr("numpy.save", refuse)
+    with pytest.warns(RuntimeWarning, match="not kept"):
+        loader, batches = epoch(data, "cpu", build_dir=tmp_path)
+    _, plain = epoch(data, "cpu")
+    assert_same(plain, batches)
+    assert not list(tmp_path.iterdir())
+
+
 def test_bad_build_dir(tmp_path):
     data = random_data()
     with pytest.raises(TypeError, match="build_dir"):

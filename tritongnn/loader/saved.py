@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -168,7 +169,17 @@ class SavedBuild:
 
     def _write(self, name: str, meta: dict, **arrays) -> None:
         """Save ``arrays`` (None ones skipped) and then ``meta``, each
-        through a temporary file renamed into place."""
+        through a temporary file renamed into place; where the disk refuses
+        (full, read-only), warn and keep nothing: the loader runs on."""
+        try:
+            self._write_files(name, meta, arrays)
+        except OSError as error:
+            for leftover in self.path.glob(f"{name}*.tmp{os.getpid()}*"):
+                leftover.unlink(missing_ok=True)
+            warnings.warn(f"build_dir={os.fspath(self.path)!r}: could not save {name} ({error}); "
+                          f"this build is not kept", RuntimeWarning, stacklevel=2)
+
+    def _write_files(self, name: str, meta: dict, arrays: dict) -> None:
         written = []
         for array, t in arrays.items():
             if t is None:
