@@ -186,9 +186,13 @@ def check_host_options(placement: str, cache_budget, reuse, reorder_group: int, 
                              f"cache_budget (and placement='host') with it")
 
 
-def check_input_nodes(input_nodes, num_nodes: int, device) -> torch.Tensor:
+def check_input_nodes(input_nodes, num_nodes: int, device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The seeds' node ids, and the ``input_id`` batches report for them
+    where it is not their position in the seeds: PyG's ``get_input_nodes``
+    gives a bool mask's node ids (``mask.nonzero()``), index tensors and
+    None their positions (None here)."""
     if input_nodes is None:
-        return torch.arange(num_nodes, device=device)
+        return torch.arange(num_nodes, device=device), None
     if isinstance(input_nodes, (str, tuple)):
         raise NotImplementedError("input_nodes with a node type (heterogeneous graphs) is not supported yet")
     if not isinstance(input_nodes, torch.Tensor):
@@ -199,6 +203,10 @@ def check_input_nodes(input_nodes, num_nodes: int, device) -> torch.Tensor:
             raise ValueError(f"input_nodes as a bool mask must have shape [{num_nodes}], "
                              f"got {tuple(input_nodes.shape)}")
         nodes = torch.nonzero(input_nodes).flatten()
+        if nodes.numel() == 0:
+            raise ValueError("input_nodes is empty: there is no seed to sample from")
+        nodes = nodes.to(device)
+        return nodes, nodes
     elif input_nodes.dtype.is_floating_point or input_nodes.dtype.is_complex:
         raise TypeError(f"input_nodes must hold integer node ids or be a bool mask, got {input_nodes.dtype}")
     else:
@@ -208,7 +216,7 @@ def check_input_nodes(input_nodes, num_nodes: int, device) -> torch.Tensor:
         check_ids_in_range(nodes, num_nodes, "input_nodes")
     if nodes.numel() == 0:
         raise ValueError("input_nodes is empty: there is no seed to sample from")
-    return nodes.to(device)
+    return nodes.to(device), None
 
 
 @dataclass
