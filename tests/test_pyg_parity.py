@@ -63,3 +63,14 @@ def test_input_id_of_a_mask_is_the_node_ids():
         warnings.simplefilter("ignore")  # PyG's warning that pyg-lib is missing
         pyg = PyGNeighborLoader(data, [2], input_nodes=mask, batch_size=4)
     assert pyg.input_data[torch.arange(2)].input_id.tolist() == [2, 5]  # what PyG's batch carries
+
+
+@pytest.mark.parametrize("seeds", [[7, 3, 41, 23, 59], (7, 3, 41, 23, 59), range(10, 40, 3)],
+                         ids=["list", "tuple", "range"])
+def test_input_nodes_as_a_list_tuple_or_range(device, seeds):
+    # PyG turns them into a tensor of ids (torch.tensor(nodes, dtype=long))
+    data = small_data()
+    def ours(input_nodes):
+        return NeighborLoader(data, [3, 2], input_nodes=input_nodes, batch_size=4, device=device, seed=7)
+    assert_same_batches(ours(seeds), pyg_loader(data, seeds, device, batch_size=4))
+    assert_same_batches(ours(seeds), ours(torch.tensor(list(seeds))))

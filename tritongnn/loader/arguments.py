@@ -186,6 +186,28 @@ def check_host_options(placement: str, cache_budget, reuse, reorder_group: int, 
                              f"cache_budget (and placement='host') with it")
 
 
+def seed_tensor(seeds, name: str) -> torch.Tensor:
+    """Seeds as PyG takes them (a tensor, a list, tuple or range of ids, a
+    numpy array) as a tensor; a sequence of anything but ints is refused
+    (PyG would cast floats and bools to ids)."""
+    if isinstance(seeds, torch.Tensor):
+        return seeds
+    if isinstance(seeds, range):
+        return torch.arange(seeds.start, seeds.stop, seeds.step)
+    if isinstance(seeds, np.ndarray):
+        return as_tensor(seeds, name)
+    if isinstance(seeds, (list, tuple)):
+        if len(seeds) == 0:
+            return torch.empty(0, dtype=torch.int64)
+        tensor = torch.tensor(seeds)
+        if tensor.dtype == torch.int64:
+            return tensor
+        raise TypeError(f"{name} as a {type(seeds).__name__} must hold int node ids, got {tensor.dtype} "
+                        f"values (a bool mask: pass a torch.bool tensor)")
+    raise TypeError(f"{name} must be a tensor, list or range of node ids, a bool mask or None, "
+                    f"got {type(seeds).__name__}")
+
+
 def check_input_nodes(input_nodes, num_nodes: int, device) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The seeds' node ids, and the ``input_id`` batches report for them
     where it is not their position in the seeds: PyG's ``get_input_nodes``
@@ -193,11 +215,10 @@ def check_input_nodes(input_nodes, num_nodes: int, device) -> tuple[torch.Tensor
     None their positions (None here)."""
     if input_nodes is None:
         return torch.arange(num_nodes, device=device), None
-    if isinstance(input_nodes, (str, tuple)):
+    if isinstance(input_nodes, str) or (isinstance(input_nodes, tuple) and input_nodes
+                                        and isinstance(input_nodes[0], str)):
         raise NotImplementedError("input_nodes with a node type (heterogeneous graphs) is not supported yet")
-    if not isinstance(input_nodes, torch.Tensor):
-        raise TypeError(f"input_nodes must be a tensor of node ids, a bool mask or None, "
-                        f"got {type(input_nodes).__name__}")
+    input_nodes = seed_tensor(input_nodes, "input_nodes")
     if input_nodes.dtype == torch.bool:
         if input_nodes.dim() != 1 or input_nodes.numel() != num_nodes:
             raise ValueError(f"input_nodes as a bool mask must have shape [{num_nodes}], "

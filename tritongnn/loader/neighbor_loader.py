@@ -59,7 +59,7 @@ class NeighborLoader:
     Args:
         data: a ``torch_geometric.data.Data`` with ``edge_index`` (not modified).
         num_neighbors: fanout per hop, e.g. ``[15, 10, 5]``; -1 = all.
-        input_nodes: seed ids, a bool mask, or None
+        input_nodes: seed ids (a tensor, list, tuple or range), a bool mask, or None
             for every node. Batches' ``input_id`` are as PyG's: a mask's node
             ids, else the seeds' positions in ``input_nodes``.
         input_time: not supported yet (must be None).
