@@ -74,3 +74,12 @@ def test_input_nodes_as_a_list_tuple_or_range(device, seeds):
         return NeighborLoader(data, [3, 2], input_nodes=input_nodes, batch_size=4, device=device, seed=7)
     assert_same_batches(ours(seeds), pyg_loader(data, seeds, device, batch_size=4))
     assert_same_batches(ours(seeds), ours(torch.tensor(list(seeds))))
+
+
+def test_repr_as_pyg():
+    data = small_data()
+    ours = NeighborLoader(data, [3, 2], batch_size=4, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pyg = PyGNeighborLoader(data, [3, 2], batch_size=4)
+    assert str(ours) == repr(ours) == str(pyg) == "NeighborLoader()"
