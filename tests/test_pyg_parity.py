@@ -83,3 +83,13 @@ def test_repr_as_pyg():
         warnings.simplefilter("ignore")
         pyg = PyGNeighborLoader(data, [3, 2], batch_size=4)
     assert str(ours) == repr(ours) == str(pyg) == "NeighborLoader()"
+
+
+@pytest.mark.parametrize("value", [True, False, None])
+def test_filter_per_worker_warns_as_the_worker_settings_do(value):
+    # where PyG filters (in the workers or the main process) makes no
+    # difference here: there are no workers
+    data = small_data()
+    with pytest.warns(UserWarning, match=f"filter_per_worker={value!r} has no effect"):
+        loader = NeighborLoader(data, [3, 2], batch_size=4, device="cpu", filter_per_worker=value, seed=7)
+    assert_same_batches(loader, NeighborLoader(data, [3, 2], batch_size=4, device="cpu", seed=7))

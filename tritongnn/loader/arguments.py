@@ -31,7 +31,6 @@ _UNSUPPORTED = {
     "time_attr": None,
     "weight_attr": None,
     "transform_sampler_output": None,
-    "filter_per_worker": None,
     "neighbor_sampler": None,
     "directed": True,
     "collate_fn": None,
@@ -45,7 +44,7 @@ _UNSUPPORTED = {
 # this process), so these have no effect; say so instead of dropping them.
 _NO_EFFECT = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor",
               "timeout", "worker_init_fn", "multiprocessing_context", "pin_memory_device",
-              "in_order")
+              "in_order", "filter_per_worker")
 _FEATURE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # stores narrower than data.x's
 CACHE_POLICIES = ("profile", "degree")
 
