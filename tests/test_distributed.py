@@ -45,7 +45,7 @@ def test_shards_are_disjoint_cover_every_seed_and_change_with_the_epoch(world_si
             assert len(set(flat)) == len(flat)
             assert num_seeds - len(set(flat)) < world_size + world_size * 7
         else:  # padded: every seed, a few twice
-            assert set(flat) == set(range(num_seeds))
+            assert set(flat) == set(data.train_mask.nonzero().flatten().tolist())  # a mask's: node ids
             assert len(flat) - num_seeds == (-num_seeds) % world_size
     for rank in range(world_size):
         assert per_rank[rank][0][1] != per_rank[rank][1][1]  # reshuffled
@@ -120,7 +120,7 @@ def test_two_processes_with_gloo(tmp_path):
     assert first[0]["batches"] == first[1]["batches"] and first[0]["total"] == 2 * first[0]["batches"]
     for epoch in range(2):
         a, b = first[0]["seeds"][epoch], first[1]["seeds"][epoch]
-        assert set(a) | set(b) == set(range(num_seeds))
+        assert set(a) | set(b) == set(data.train_mask.nonzero().flatten().tolist())  # a mask's: node ids
         assert len(a) + len(b) - num_seeds == num_seeds % 2  # padding only
         assert len(set(a) & set(b)) <= num_seeds % 2
     assert first[0]["seeds"][0] != first[0]["seeds"][1]

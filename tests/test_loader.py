@@ -30,10 +30,13 @@ def random_data(num_nodes=300, num_edges=3000, edge_attr=False, seed=0):
     return data
 
 
-def check_batch(batch, data, input_nodes, num_neighbors, replace):
+def check_batch(batch, data, input_nodes, num_neighbors, replace, mask=False):
+    """``input_nodes``: the seeds' node ids; ``mask``: they came as a bool
+    mask, so ``input_id`` holds node ids (as PyG's), else positions in them."""
     n_id, (row, col) = batch.n_id, batch.edge_index
     bs = batch.batch_size
-    assert torch.equal(n_id[:bs], input_nodes[batch.input_id])  # seeds first
+    seeds = batch.input_id if mask else input_nodes[batch.input_id]
+    assert torch.equal(n_id[:bs], seeds)  # seeds first
     assert n_id.unique().numel() == n_id.numel()
     assert int(n_id.min()) >= 0 and int(n_id.max()) < data.num_nodes
     assert sum(batch.num_sampled_nodes) == n_id.numel() == batch.x.size(0)
@@ -73,10 +76,10 @@ def test_batch_invariants(device, num_neighbors, replace):
     seen = []
     for batch in loader:
         batch = batch.to("cpu")
-        check_batch(batch, data, input_nodes, num_neighbors, replace)
+        check_batch(batch, data, input_nodes, num_neighbors, replace, mask=True)
         seen.append(batch.input_id)
     # shuffling still visits every seed once per epoch
-    assert torch.equal(torch.cat(seen).sort().values, torch.arange(input_nodes.numel()))
+    assert torch.equal(torch.cat(seen).sort().values, input_nodes)
     assert len(seen) == len(loader) == -(-input_nodes.numel() // 37)
 
 
@@ -182,7 +185,10 @@ def test_cora_accuracy():
     (dict(input_nodes=torch.tensor([], dtype=torch.long)), ValueError, "empty"),
     (dict(input_nodes=torch.zeros(300, dtype=torch.bool)), ValueError, "empty"),
     (dict(input_nodes=torch.ones(299, dtype=torch.bool)), ValueError, r"shape \[300\]"),
-    (dict(input_nodes=[0, 1]), TypeError, "input_nodes"),
+    (dict(input_nodes=[0.0, 1.0]), TypeError, "input_nodes as a list must hold int node ids"),
+    (dict(input_nodes={0, 1}), TypeError, "input_nodes must be a tensor, list or range"),
+    (dict(input_nodes=[]), ValueError, "empty"),
+    (dict(input_nodes=range(298, 301)), ValueError, "node id 300"),
     (dict(input_nodes=("paper", None)), NotImplementedError, "node type"),
     (dict(num_neighbors=[3, -2]), ValueError, r"num_neighbors\[1\] = -2"),
     (dict(num_neighbors=[3, 1.5]), TypeError, r"num_neighbors\[1\]"),

@@ -31,7 +31,6 @@ _UNSUPPORTED = {
     "time_attr": None,
     "weight_attr": None,
     "transform_sampler_output": None,
-    "filter_per_worker": None,
     "neighbor_sampler": None,
     "directed": True,
     "collate_fn": None,
@@ -45,7 +44,7 @@ _UNSUPPORTED = {
 # this process), so these have no effect; say so instead of dropping them.
 _NO_EFFECT = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor",
               "timeout", "worker_init_fn", "multiprocessing_context", "pin_memory_device",
-              "in_order")
+              "in_order", "filter_per_worker")
 _FEATURE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # stores narrower than data.x's
 CACHE_POLICIES = ("profile", "degree")
 
@@ -186,19 +185,48 @@ def check_host_options(placement: str, cache_budget, reuse, reorder_group: int, 
                              f"cache_budget (and placement='host') with it")
 
 
-def check_input_nodes(input_nodes, num_nodes: int, device) -> torch.Tensor:
+def seed_tensor(seeds, name: str) -> torch.Tensor:
+    """Seeds as PyG takes them (a tensor, a list, tuple or range of ids, a
+    numpy array) as a tensor; a sequence of anything but ints is refused
+    (PyG would cast floats and bools to ids)."""
+    if isinstance(seeds, torch.Tensor):
+        return seeds
+    if isinstance(seeds, range):
+        return torch.arange(seeds.start, seeds.stop, seeds.step)
+    if isinstance(seeds, np.ndarray):
+        return as_tensor(seeds, name)
+    if isinstance(seeds, (list, tuple)):
+        if len(seeds) == 0:
+            return torch.empty(0, dtype=torch.int64)
+        tensor = torch.tensor(seeds)
+        if tensor.dtype == torch.int64:
+            return tensor
+        raise TypeError(f"{name} as a {type(seeds).__name__} must hold int node ids, got {tensor.dtype} "
+                        f"values (a bool mask: pass a torch.bool tensor)")
+    raise TypeError(f"{name} must be a tensor, list or range of node ids, a bool mask or None, "
+                    f"got {type(seeds).__name__}")
+
+
+def check_input_nodes(input_nodes, num_nodes: int, device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The seeds' node ids, and the ``input_id`` batches report for them
+    where it is not their position in the seeds: PyG's ``get_input_nodes``
+    gives a bool mask's node ids (``mask.nonzero()``), index tensors and
+    None their positions (None here)."""
     if input_nodes is None:
-        return torch.arange(num_nodes, device=device)
-    if isinstance(input_nodes, (str, tuple)):
+        return torch.arange(num_nodes, device=device), None
+    if isinstance(input_nodes, str) or (isinstance(input_nodes, tuple) and input_nodes
+                                        and isinstance(input_nodes[0], str)):
         raise NotImplementedError("input_nodes with a node type (heterogeneous graphs) is not supported yet")
-    if not isinstance(input_nodes, torch.Tensor):
-        raise TypeError(f"input_nodes must be a tensor of node ids, a bool mask or None, "
-                        f"got {type(input_nodes).__name__}")
+    input_nodes = seed_tensor(input_nodes, "input_nodes")
     if input_nodes.dtype == torch.bool:
         if input_nodes.dim() != 1 or input_nodes.numel() != num_nodes:
             raise ValueError(f"input_nodes as a bool mask must have shape [{num_nodes}], "
                              f"got {tuple(input_nodes.shape)}")
         nodes = torch.nonzero(input_nodes).flatten()
+        if nodes.numel() == 0:
+            raise ValueError("input_nodes is empty: there is no seed to sample from")
+        nodes = nodes.to(device)
+        return nodes, nodes
     elif input_nodes.dtype.is_floating_point or input_nodes.dtype.is_complex:
         raise TypeError(f"input_nodes must hold integer node ids or be a bool mask, got {input_nodes.dtype}")
     else:
@@ -208,7 +236,7 @@ def check_input_nodes(input_nodes, num_nodes: int, device) -> torch.Tensor:
         check_ids_in_range(nodes, num_nodes, "input_nodes")
     if nodes.numel() == 0:
         raise ValueError("input_nodes is empty: there is no seed to sample from")
-    return nodes.to(device)
+    return nodes.to(device), None
 
 
 @dataclass

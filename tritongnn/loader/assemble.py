@@ -26,14 +26,18 @@ class Assembler:
             ``num_adjacency`` of rows / lists are on the GPU.
         reuse: a ``BatchReuse`` or ``GroupReuse``, or None.
         host_stats: the counters of host reads, or None.
+        input_ids: what ``input_id`` reports for each seed position (a bool
+            mask's node ids, as PyG), or None: the positions themselves.
     """
 
     def __init__(self, *, x, x_dtype, attrs: Attributes, cache, reuse, host_stats, num_feature: int,
-                 num_adjacency: int, transform, times: StageTimes, device: torch.device):
+                 num_adjacency: int, transform, times: StageTimes, device: torch.device,
+                 input_ids: torch.Tensor | None = None):
         self.x, self.x_dtype, self.attrs = x, x_dtype, attrs
         self.cache, self.reuse, self.host_stats = cache, reuse, host_stats
         self.num_feature, self.num_adjacency = num_feature, num_adjacency
         self.transform, self.times, self.device = transform, times, device
+        self.input_ids = input_ids
 
     def feature_tiers(self) -> dict:
         """``gather_rows``'s static tiers of ``x``: the cache's, else none
@@ -126,7 +130,7 @@ class Assembler:
         the user's ``transform``."""
         for key, value in self.attrs.graph.items():
             batch[key] = value
-        batch.input_id = input_id
+        batch.input_id = input_id if self.input_ids is None else self.input_ids.index_select(0, input_id)
         batch.batch_size = input_id.numel()
         batch.num_sampled_nodes = out.num_sampled_nodes
         batch.num_sampled_edges = out.num_sampled_edges

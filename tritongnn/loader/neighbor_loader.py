@@ -59,7 +59,9 @@ class NeighborLoader:
     Args:
         data: a ``torch_geometric.data.Data`` with ``edge_index`` (not modified).
         num_neighbors: fanout per hop, e.g. ``[15, 10, 5]``; -1 = all.
-        input_nodes: seed ids, a bool mask, or None for every node.
+        input_nodes: seed ids (a tensor, list, tuple or range), a bool mask, or None
+            for every node. Batches' ``input_id`` are as PyG's: a mask's node
+            ids, else the seeds' positions in ``input_nodes``.
         input_time: not supported yet (must be None).
         replace: sample with replacement.
         batch_size: seeds per batch.
@@ -276,7 +278,7 @@ class NeighborLoader:
         arguments.check_host_options(placement, cache_budget, reuse, reorder_group, super_batch, dynamic,
                                      warm_budget)
         num_nodes = data.num_nodes
-        self.input_nodes = arguments.check_input_nodes(input_nodes, num_nodes, self.device)
+        self.input_nodes, input_ids = arguments.check_input_nodes(input_nodes, num_nodes, self.device)
         self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), bool(drop_last)
         self.super_batch = super_batch
         self.transform, self.placement, self.prefetch = transform, placement, prefetch
@@ -339,7 +341,7 @@ class NeighborLoader:
         self.assembler = Assembler(x=self.x, x_dtype=None if features is None else features.dtype, attrs=attrs,
                                    cache=self.cache, reuse=self.reuse, host_stats=self.host_stats,
                                    num_feature=num_feature, num_adjacency=num_adjacency, transform=transform,
-                                   times=self.times, device=self.device)
+                                   times=self.times, device=self.device, input_ids=input_ids)
         self.schedule = Schedule(sampler=self.sampler, seeds=self.seeds, generator=self.generator,
                                  super_batch=super_batch, reorder=self.reorder, assembler=self.assembler)
         if self.device.type == "cuda":
@@ -492,7 +494,5 @@ class NeighborLoader:
         return [t for t in arrays if t is not None and t.device.type == "cpu"]
 
     def __repr__(self) -> str:
-        ranks = f", rank={self.rank}, world_size={self.world_size}" if self.world_size > 1 else ""
-        ranks += f", super_batch={self.super_batch}" if self.super_batch > 1 else ""
-        return (f"{self.__class__.__name__}(num_neighbors={self.num_neighbors}, "
-                f"batch_size={self.batch_size}, placement={self.placement!r}, device={self.device}{ranks})")
+        # as PyG's NodeLoader: logs and code that print loaders read the same
+        return f"{self.__class__.__name__}()"

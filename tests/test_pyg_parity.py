@@ -1,0 +1,95 @@
+"""Where ``tritongnn.NeighborLoader`` must behave as PyG's ``NeighborLoader``:
+PyG's own loader is the reference (its ``NodeLoader`` driving our sampler
+through ``PyGSampler``, as PyG itself samples only with pyg-lib or
+torch-sparse)."""
+import warnings
+
+import pytest
+import torch
+from torch_geometric.data import Data
+from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
+from torch_geometric.loader import NodeLoader
+
+from tritongnn import NeighborLoader, PyGSampler
+
+
+def small_data(num_nodes=60, num_edges=400, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    data = Data(x=torch.randn(num_nodes, 5, generator=g), y=torch.randint(0, 3, (num_nodes,), generator=g),
+                edge_index=torch.randint(0, num_nodes, (2, num_edges), generator=g))
+    data.train_mask = torch.rand(num_nodes, generator=g) < 0.4
+    data.edge_attr = torch.randn(num_edges, 2, generator=g)  # PyGSampler's batches carry e_id: ours too
+    return data
+
+
+def pyg_loader(data, input_nodes, device, **kwargs):
+    return NodeLoader(data, PyGSampler(data, [3, 2], device=device, seed=7), input_nodes=input_nodes, **kwargs)
+
+
+def assert_same_batches(ours, pyg):
+    for a, b in zip(ours, pyg, strict=True):
+        a, b = a.to("cpu"), b.to("cpu")
+        assert set(a.keys()) == set(b.keys())
+        for key in b.keys():
+            va, vb = a[key], b[key]
+            if isinstance(vb, torch.Tensor):
+                assert va.dtype == vb.dtype and torch.equal(va, vb), key
+            else:
+                assert va == vb, key
+
+
+def mask_of(num_nodes, ids):
+    mask = torch.zeros(num_nodes, dtype=torch.bool)
+    mask[ids] = True
+    return mask
+
+
+@pytest.mark.parametrize("kind", ["mask", "index", "none"])
+def test_input_id_as_pyg_gives_it(device, kind):
+    # a mask's input_id holds node ids (mask.nonzero()), an index tensor's
+    # and None's the seeds' positions
+    data = small_data()
+    input_nodes = {"mask": data.train_mask, "index": torch.tensor([7, 3, 41, 3 + 20, 59]), "none": None}[kind]
+    ours = NeighborLoader(data, [3, 2], input_nodes=input_nodes, batch_size=8, device=device, seed=7)
+    assert_same_batches(ours, pyg_loader(data, input_nodes, device, batch_size=8))
+
+
+def test_input_id_of_a_mask_is_the_node_ids():
+    data = small_data(num_nodes=6)
+    mask = mask_of(6, [2, 5])
+    batch = next(iter(NeighborLoader(data, [2], input_nodes=mask, batch_size=4, device="cpu")))
+    assert batch.input_id.tolist() == [2, 5]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyG's warning that pyg-lib is missing
+        pyg = PyGNeighborLoader(data, [2], input_nodes=mask, batch_size=4)
+    assert pyg.input_data[torch.arange(2)].input_id.tolist() == [2, 5]  # what PyG's batch carries
+
+
+@pytest.mark.parametrize("seeds", [[7, 3, 41, 23, 59], (7, 3, 41, 23, 59), range(10, 40, 3)],
+                         ids=["list", "tuple", "range"])
+def test_input_nodes_as_a_list_tuple_or_range(device, seeds):
+    # PyG turns them into a tensor of ids (torch.tensor(nodes, dtype=long))
+    data = small_data()
+    def ours(input_nodes):
+        return NeighborLoader(data, [3, 2], input_nodes=input_nodes, batch_size=4, device=device, seed=7)
+    assert_same_batches(ours(seeds), pyg_loader(data, seeds, device, batch_size=4))
+    assert_same_batches(ours(seeds), ours(torch.tensor(list(seeds))))
+
+
+def test_repr_as_pyg():
+    data = small_data()
+    ours = NeighborLoader(data, [3, 2], batch_size=4, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pyg = PyGNeighborLoader(data, [3, 2], batch_size=4)
+    assert str(ours) == repr(ours) == str(pyg) == "NeighborLoader()"
+
+
+@pytest.mark.parametrize("value", [True, False, None])
+def test_filter_per_worker_warns_as_the_worker_settings_do(value):
+    # where PyG filters (in the workers or the main process) makes no
+    # difference here: there are no workers
+    data = small_data()
+    with pytest.warns(UserWarning, match=f"filter_per_worker={value!r} has no effect"):
+        loader = NeighborLoader(data, [3, 2], batch_size=4, device="cpu", filter_per_worker=value, seed=7)
+    assert_same_batches(loader, NeighborLoader(data, [3, 2], batch_size=4, device="cpu", seed=7))
