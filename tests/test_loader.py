@@ -89,9 +89,13 @@ def test_batches_match_pyg_node_loader(device):
     data = random_data(edge_attr=True)
     ours = NeighborLoader(data, [3, 2], batch_size=50, device=device, seed=7)
     pyg = NodeLoader(data, PyGSampler(data, [3, 2], device=device, seed=7), batch_size=50)
-    for a, b in zip(ours, pyg, strict=True):  # every batch, not the shorter's
-        a = a.to("cpu")
-        b = b.to("cpu")
+    assert_same_batches(ours, pyg)
+
+
+def assert_same_batches(ours, pyg):
+    """Every batch (not the shorter's) with the same fields, dtypes and values."""
+    for a, b in zip(ours, pyg, strict=True):
+        a, b = a.to("cpu"), b.to("cpu")
         assert set(a.keys()) == set(b.keys())
         for key in b.keys():
             va, vb = a[key], b[key]

@@ -12,6 +12,8 @@ from torch_geometric.loader import NodeLoader
 
 from tritongnn import NeighborLoader, PyGSampler
 
+from test_loader import assert_same_batches
+
 
 def small_data(num_nodes=60, num_edges=400, seed=0):
     g = torch.Generator().manual_seed(seed)
@@ -24,18 +26,6 @@ def small_data(num_nodes=60, num_edges=400, seed=0):
 
 def pyg_loader(data, input_nodes, device, **kwargs):
     return NodeLoader(data, PyGSampler(data, [3, 2], device=device, seed=7), input_nodes=input_nodes, **kwargs)
-
-
-def assert_same_batches(ours, pyg):
-    for a, b in zip(ours, pyg, strict=True):
-        a, b = a.to("cpu"), b.to("cpu")
-        assert set(a.keys()) == set(b.keys())
-        for key in b.keys():
-            va, vb = a[key], b[key]
-            if isinstance(vb, torch.Tensor):
-                assert va.dtype == vb.dtype and torch.equal(va, vb), key
-            else:
-                assert va == vb, key
 
 
 def mask_of(num_nodes, ids):
@@ -70,6 +60,7 @@ def test_input_id_of_a_mask_is_the_node_ids():
 def test_input_nodes_as_a_list_tuple_or_range(device, seeds):
     # PyG turns them into a tensor of ids (torch.tensor(nodes, dtype=long))
     data = small_data()
+
     def ours(input_nodes):
         return NeighborLoader(data, [3, 2], input_nodes=input_nodes, batch_size=4, device=device, seed=7)
     assert_same_batches(ours(seeds), pyg_loader(data, seeds, device, batch_size=4))

@@ -223,10 +223,6 @@ def check_input_nodes(input_nodes, num_nodes: int, device) -> tuple[torch.Tensor
             raise ValueError(f"input_nodes as a bool mask must have shape [{num_nodes}], "
                              f"got {tuple(input_nodes.shape)}")
         nodes = torch.nonzero(input_nodes).flatten()
-        if nodes.numel() == 0:
-            raise ValueError("input_nodes is empty: there is no seed to sample from")
-        nodes = nodes.to(device)
-        return nodes, nodes
     elif input_nodes.dtype.is_floating_point or input_nodes.dtype.is_complex:
         raise TypeError(f"input_nodes must hold integer node ids or be a bool mask, got {input_nodes.dtype}")
     else:
@@ -236,7 +232,8 @@ def check_input_nodes(input_nodes, num_nodes: int, device) -> tuple[torch.Tensor
         check_ids_in_range(nodes, num_nodes, "input_nodes")
     if nodes.numel() == 0:
         raise ValueError("input_nodes is empty: there is no seed to sample from")
-    return nodes.to(device), None
+    nodes = nodes.to(device)
+    return nodes, nodes if input_nodes.dtype == torch.bool else None
 
 
 @dataclass

@@ -450,7 +450,8 @@ class NeighborLoader:
         and their bytes (``host_bytes``, dynamic refreshes included), the
         hit rates of the caches and the rows reused from the previous batch;
         and what the loader chose: ``placement``, ``placement_reason``,
-        ``cache_plan`` (None without a cache), ``build_loaded``. Read mid-epoch with ``prefetch``, the loader's counts include the
+        ``cache_plan`` (None without a cache), ``build_loaded``. Read
+        mid-epoch with ``prefetch``, the loader's counts include the
         batches prepared ahead of the loop. Completed epochs are in
         ``stats_history``."""
         if self.device.type == "cuda":
