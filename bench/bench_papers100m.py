@@ -15,9 +15,13 @@ needs, PyG's ``num_sampled_nodes_per_hop``: untrimmed, its activations at
 batch 8000 ran out of memory beside the loader at every cap, the
 whole H100 included) trains through it: one warm-up epoch,
 then ``--epochs`` timed. Printed and appended to ``--out``: build seconds,
-seconds to the first batch, s/epoch, the GPU peak
-(``torch.cuda.max_memory_reserved``, from the build on), the host peak
-(``VmHWM``), and what the loader chose.
+seconds to the first batch (and each build stage's), s/epoch, the model
+alone (``--alone-steps`` steps on 4 of the loader's batches held on the GPU,
+scaled to an epoch: the floor the loader is measured against), the GPU peak
+(``torch.cuda.max_memory_reserved`` and ``max_memory_allocated``, from the
+build on), the host peak (``VmHWM``), and what the loader chose.
+``--model tritongnn`` trains ``tritongnn.nn.GraphSAGE`` (the same layers
+with the fused aggregation) instead of PyG's.
 
 ``--loader pyg`` runs PyG's own ``NeighborLoader`` (``--workers``
 processes) over the same data instead; ``--batches`` times that many
@@ -35,10 +39,9 @@ import sys
 import time
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import append_record, new_record, print_settings  # noqa: E402
+from common import append_record, new_record, print_settings, time_alone, train_step  # noqa: E402
 
 from tritongnn import NeighborLoader  # noqa: E402
 from tritongnn.datasets import chung_lu, class_features  # noqa: E402
@@ -90,6 +93,9 @@ def main():
     p.add_argument("--workers", type=int, default=8, help="PyG loader worker processes")
     p.add_argument("--batches", type=int, default=0,
                    help="time this many batches per epoch and scale to the epoch (0: whole epochs)")
+    p.add_argument("--model", choices=("pyg", "tritongnn"), default="pyg",
+                   help="whose GraphSAGE layers: torch_geometric.nn or tritongnn.nn")
+    p.add_argument("--alone-steps", type=int, default=30, help="steps of the model alone (0: not timed)")
     p.add_argument("--build-dir", default=None,
                    help="NeighborLoader's build_dir: a second run of the same graph reads the build back")
     p.add_argument("--out", default=None, help="JSON lines file to append the row to")
@@ -117,7 +123,10 @@ def main():
           f"{getattr(getattr(loader, 'cache', None), 'plan', None)}", flush=True)
     per_epoch = -(-int(data.train_mask.sum()) // args.batch_size)
     timed = min(args.batches or per_epoch, per_epoch)
-    from torch_geometric.nn import GraphSAGE
+    if args.model == "pyg":
+        from torch_geometric.nn import GraphSAGE
+    else:
+        from tritongnn.nn import GraphSAGE
     model = GraphSAGE(args.features, 128, len(args.fanouts), args.classes, dropout=0.5).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
     first, epochs = None, []
@@ -129,24 +138,31 @@ def main():
                 break
             if first is None:
                 first = time.perf_counter() - start
-            batch = batch.to(device, non_blocking=True)
-            out = model(batch.x, batch.edge_index, num_sampled_nodes_per_hop=batch.num_sampled_nodes,
-                        num_sampled_edges_per_hop=batch.num_sampled_edges)[:batch.batch_size]
-            loss = F.cross_entropy(out, batch.y[:batch.batch_size])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+            loss = train_step(model, optimizer, batch.to(device, non_blocking=True), trim=True)
         torch.cuda.synchronize(device)
         epochs.append((time.perf_counter() - t0) * per_epoch / timed)
-    row = dict(loader=args.loader, workers=args.workers if args.loader == "pyg" else None,
-               timed_batches=timed, batches_per_epoch=per_epoch, cap_gb=args.cap_gb or round(total / 2**30, 1), batch_size=args.batch_size, fanouts=args.fanouts,
+    peaks = (torch.cuda.max_memory_reserved(device), torch.cuda.max_memory_allocated(device))
+    alone = None
+    if args.alone_steps:
+        prepared = []
+        for batch in loader:  # the last batch may be short: four full ones
+            if batch.batch_size == args.batch_size:
+                prepared.append(batch.to(device))
+            if len(prepared) == 4:
+                break
+        alone = time_alone(model, optimizer, prepared, args.alone_steps, 3, per_epoch, device)["epoch_seconds"]
+        del prepared
+    row = dict(loader=args.loader, workers=args.workers if args.loader == "pyg" else None, model=args.model,
+               timed_batches=timed, batches_per_epoch=per_epoch, cap_gb=args.cap_gb or round(total / 2**30, 1),
+               batch_size=args.batch_size, fanouts=args.fanouts,
                make_s=round(made, 1), build_s=round(build, 1), first_batch_s=round(first, 1),
+               build_stages_s=getattr(loader, "build_seconds", None),
                epoch_s=round(sum(epochs[1:]) / args.epochs, 3), epochs_s=[round(e, 3) for e in epochs],
-               gpu_peak_gb=round(torch.cuda.max_memory_reserved(device) / 2**30, 2),
+               model_alone_s=None if alone is None else round(alone, 3),
+               gpu_peak_gb=round(peaks[0] / 2**30, 2), gpu_allocated_peak_gb=round(peaks[1] / 2**30, 2),
                host_peak_gb=round(host_peak_bytes() / 2**30, 2), chose=getattr(loader, "placement_reason", None),
                cache=str(loader.cache.plan) if getattr(loader, "cache", None) is not None else None,
-               build_loaded=getattr(loader, "build_loaded", None),
-               loss=round(float(loss.detach()), 3))
+               build_loaded=getattr(loader, "build_loaded", None), loss=round(loss, 3))
     print(json.dumps(row), flush=True)
     append_record(args.out, new_record("papers100m", device, commit=args.commit, nodes=args.nodes,
                                        edges=args.edges, features=args.features, row=row))

@@ -142,3 +142,28 @@ def test_bad_build_dir(tmp_path):
     a_file.write_text("")
     with pytest.raises(ValueError, match="build_dir"):
         NeighborLoader(data, [2], batch_size=4, device="cpu", build_dir=a_file)
+
+
+def test_build_seconds_name_each_stage_once(monkeypatch):
+    """Each stage is timed exclusive of the stages it calls (profiling builds
+    the graph it samples: that time is the graph's)."""
+    import time
+
+    from tritongnn.loader import tiers
+    clock = tiers.BuildClock(torch.device("cpu"))
+    with clock("outer"):
+        time.sleep(0.05)
+        with clock("inner"):
+            time.sleep(0.2)
+    assert 0.05 <= clock.seconds["outer"] < 0.2 <= clock.seconds["inner"]
+
+    real = tiers.CSCGraph.from_edge_index
+
+    def slow_graph(*args, **kwargs):
+        time.sleep(0.3)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(tiers.CSCGraph, "from_edge_index", slow_graph)
+    data = random_data()
+    seconds = epoch(data, "cpu", cache_budget=4000)[0].stats["build_seconds"]
+    assert set(seconds) == {"features", "graph", "profile", "plan", "cache"} and seconds["graph"] >= 0.3
+    assert set(epoch(data, "cpu")[0].stats["build_seconds"]) == {"features", "graph"}

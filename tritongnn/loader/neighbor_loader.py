@@ -310,8 +310,9 @@ class NeighborLoader:
             cache_profile=cache_profile, profile_epochs=profile_epochs, cache_policy=cache_policy,
             dynamic=dynamic)
         self.cache_profile, self._host_ranks = builder.cache_profile, builder.host_ranks
-        # which pieces of the build came from build_dir
+        # which pieces of the build came from build_dir, and each stage's seconds
         self.build_loaded = [] if builder.saved is None else list(builder.saved.loaded)
+        self.build_seconds = builder.clock.as_dict()
         # the input nodes in the sampler's ids: internal (hot-first) ones with a cache
         self.seeds = self.input_nodes if self.cache is None else self.cache.new_id[self.input_nodes]
         self.sampler = NeighborSampler(self.graph, self.num_neighbors, replace, self.device,
@@ -449,17 +450,17 @@ class NeighborLoader:
         with ``placement="host"``, the rows and lists read from host memory
         and their bytes (``host_bytes``, dynamic refreshes included), the
         hit rates of the caches and the rows reused from the previous batch;
-        and what the loader chose: ``placement``, ``placement_reason``,
-        ``cache_plan`` (None without a cache), ``build_loaded``. Read
-        mid-epoch with ``prefetch``, the loader's counts include the
-        batches prepared ahead of the loop. Completed epochs are in
-        ``stats_history``."""
+        and the build: ``placement``, ``placement_reason``, ``cache_plan``
+        (None without a cache), ``build_loaded``, ``build_seconds`` (graph,
+        features, profile, plan, cache). Read mid-epoch with ``prefetch``,
+        the counts include the batches prepared ahead of the loop.
+        Completed epochs are in ``stats_history``."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # counts are written on the prefetch stream
         stats = self.times.as_dict()
         stats.update(placement=self.placement, placement_reason=self.placement_reason,
                      cache_plan=None if self.cache is None else str(self.cache.plan),
-                     build_loaded=list(self.build_loaded))
+                     build_loaded=list(self.build_loaded), build_seconds=dict(self.build_seconds))
         if self.host_stats is not None:
             stats.update(self.host_stats.as_dict())
         if self.reorder is not None:

@@ -5,9 +5,11 @@ copy for the ranks of a host (``share_host_memory``), the host's leader
 builds the host arrays into shared memory and the others map them."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
+import time
 
 import torch
 
@@ -73,11 +75,42 @@ def working_sets(batch_size: int, num_neighbors, num_nodes: int, num_edges: int,
                                            math.ceil(most_slots(prefetch) * SLOT_ROWS)))
 
 
+class BuildClock:
+    """Seconds of each build stage, exclusive of the stages it calls
+    (profiling builds the graph it samples): ``with clock("graph"): ...``.
+    On a GPU each boundary synchronises, so a stage owns its kernels."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.seconds, self._open = device, {}, []
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str):
+        self._tick()
+        self._open.append(stage)
+        try:
+            yield
+        finally:
+            self._tick()
+            self._open.pop()
+
+    def _tick(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        now = time.perf_counter()
+        if self._open:
+            stage = self._open[-1]
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self._last
+        self._last = now
+
+    def as_dict(self) -> dict:
+        return {stage: round(seconds, 3) for stage, seconds in self.seconds.items()}
+
+
 class TierBuilder:
     """Builds the graph, ``x`` and the cache for one loader (``build``).
-    Afterwards ``host_ranks`` says how many ranks map the host arrays and
+    Afterwards ``host_ranks`` says how many ranks map the host arrays,
     ``cache_profile`` is the profile the cache was planned from (None
-    without a cache)."""
+    without a cache) and ``clock`` holds the seconds of each stage."""
 
     def __init__(self, *, device: torch.device, placement: str, rank: int, world_size: int, num_neighbors,
                  generator: torch.Generator, input_nodes: torch.Tensor, batch_size: int, memory_reserve,
@@ -91,6 +124,7 @@ class TierBuilder:
         self.cache_profile = None
         self.build_dir = build_dir
         self.saved = None  # the SavedBuild in build_dir, once build() has run
+        self.clock = BuildClock(device)
 
     def build(self, edge_index, num_nodes: int, features, feature_dtype, *, keep_edge_perm: bool,
               share_host_memory: bool, cache_budget, replace: bool, cache_profile, profile_epochs: int,
@@ -110,7 +144,8 @@ class TierBuilder:
                 return CSCGraph.from_edge_index(edge_index, num_nodes, keep_edge_perm=keep_edge_perm,
                                                 device="cpu" if host else self.device, work=self.device,
                                                 pin=host)
-            return build() if saved is None else saved.graph(build, self.device, pin=host)
+            with self.clock("graph"):
+                return build() if saved is None else saved.graph(build, self.device, pin=host)
 
         # ranks sharing one host copy: a collective, so every rank of the group takes part
         host_group = self._host_group(share_host_memory)
@@ -119,7 +154,8 @@ class TierBuilder:
         # rank that builds a tier of its own), not by every rank up front:
         # until then x is a meta tensor of their shape and dtype.
         self._feature_source = (features, feature_dtype)
-        x = self._stored(features, feature_dtype, defer=host_group is not None)
+        with self.clock("features"):
+            x = self._stored(features, feature_dtype, defer=host_group is not None)
         self.fingerprint = (num_nodes, edge_index.size(1), keep_edge_perm,
                             None if x is None else (tuple(x.shape), str(x.dtype)))
         # with one host copy, only the host's leader builds the graph; a single
@@ -134,7 +170,8 @@ class TierBuilder:
                 graph = build_graph() if graph is None else graph
                 if placement == "host" and self.device.type == "cuda":
                     graph = graph.pin_memory()
-                return graph, self._place(self._real(x)) if x is not None else None, None
+                with self.clock("features"):
+                    return graph, self._place(self._real(x)) if x is not None else None, None
             if x is not None and x.dim() == 2 and x.size(1) == 0:
                 raise ValueError(f"data.x has shape {tuple(x.shape)}: a feature cache plans rows by their bytes "
                                  f"and these have none; drop cache_budget, or give x at least one column")
@@ -198,8 +235,9 @@ class TierBuilder:
                 if not graph_once:
                     graph_once.append(build())
                 return graph_once[0]
-        self.cache_profile = self._access_profile(graph if graph is not None else build_graph, x, num_nodes,
-                                                  replace, profile, epochs, policy)
+        with self.clock("profile"):
+            self.cache_profile = self._access_profile(graph if graph is not None else build_graph, x, num_nodes,
+                                                      replace, profile, epochs, policy)
         if budget == "auto":
             budget = resolve_budget(budget, self.device, self.memory_reserve, num_nodes=num_nodes,
                                     **self._working_sets(x))
@@ -208,17 +246,21 @@ class TierBuilder:
             if cache is not None:
                 return cache
             graph = build_graph() if graph is None else graph
-        x = self._real(x)
+        with self.clock("features"):
+            x = self._real(x)
         saved, settings = self.saved, self._plan_settings(x, policy, dynamic)
         reused = None if saved is None else saved.relabelled(budget, settings, self.device)
         if reused is not None:
             plan, rows, relabelled = reused
-            x = relabel_tiers(None, x, plan, self.device)[1]
-            return DualCache.from_relabelled(relabelled, x, plan, self.device, dynamic, rows, self.cache_profile,
-                                             self._warm_rows(x))
+            with self.clock("cache"):
+                x = relabel_tiers(None, x, plan, self.device)[1]
+                return DualCache.from_relabelled(relabelled, x, plan, self.device, dynamic, rows,
+                                                 self.cache_profile, self._warm_rows(x))
         graph = build_graph() if graph is None else graph
-        plan, rows = self._plan_cache(graph, x, budget, policy, dynamic)
-        cache = DualCache(graph, x, plan, self.device, dynamic, rows, self.cache_profile, self._warm_rows(x))
+        with self.clock("plan"):
+            plan, rows = self._plan_cache(graph, x, budget, policy, dynamic)
+        with self.clock("cache"):  # relabelled hot-first, the tiers copied
+            cache = DualCache(graph, x, plan, self.device, dynamic, rows, self.cache_profile, self._warm_rows(x))
         if saved is not None:
             row_bytes = 0 if x is None else x.size(1) * x.element_size()
             saved.save_relabelled(budget, settings, plan, rows, rows * row_bytes, cache.graph)
