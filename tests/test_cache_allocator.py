@@ -136,6 +136,11 @@ def test_plan_stays_within_budget(n, budget, chunks, seed):
     assert plan.adjacency_bytes == int(degree[plan.order[:plan.num_adjacency]].sum()) * 4 + 8 * plan.num_adjacency
     assert sorted(plan.order.tolist()) == list(range(n))
     assert 0.0 <= plan.feature_hit_rate <= 1.0 and 0.0 <= plan.adjacency_hit_rate <= 1.0
+    # past both prefixes, hot-first by rows: what a warm copy or a grown feature cache takes next
+    rank = torch.empty(n, dtype=torch.int64)
+    rank[hot_first_order(p)] = torch.arange(n)
+    tail = rank[plan.order[max(plan.num_feature, plan.num_adjacency):]]
+    assert bool((tail[1:] > tail[:-1]).all())
 
 
 def test_dynamic_bytes_come_out_of_the_feature_cache():

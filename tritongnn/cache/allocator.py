@@ -240,6 +240,11 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     more_rows = min(num_nodes - num_feature, left // row_bytes)
     num_feature, left = num_feature + more_rows, left - more_rows * row_bytes
     num_adjacency = _longest_paid(cum_lists, int(cum_lists[num_adjacency]) + left)
+    # Past both prefixes, the rest hot-first by rows: the rows a warm copy
+    # packs and a feature cache grown later takes (``DualCache.grow_features``)
+    # are then the hottest left, and neither prefix moves.
+    head = max(num_feature, num_adjacency)
+    final = torch.cat([final[:head], final[head:].sort().values])
     order = hot[final]
     return CachePlan(order=order.cpu(), num_adjacency=num_adjacency, num_feature=num_feature,
                      adjacency_bytes=int(cum_lists[num_adjacency]),
