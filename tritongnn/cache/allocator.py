@@ -124,7 +124,8 @@ def hot_first_order(profile: AccessProfile) -> torch.Tensor:
     return by_adjacency[by_feature]
 
 
-def _shares(counts: torch.Tensor, cached: int) -> float:
+def prefix_share(counts: torch.Tensor, cached: int) -> float:
+    """The share of ``counts`` (in cache order) its first ``cached`` entries hold."""
     total = float(counts.sum())
     return float(counts[:cached].sum()) / total if total else 1.0
 
@@ -137,7 +138,7 @@ _SECTOR = 32  # bytes: the unit a GPU reads through UVA
 # indptr pair, then its picks at random positions, or its whole short list);
 # a missed row, one access too. Measured on the H200 with 512-byte rows
 # (papers100M-scale graph, 128 float32 features, recommended loader,
-# bench_end_to_end.py --parts host --host-pick-costs, bytes per sector):
+# the end-to-end benchmark over pick costs, bytes per sector):
 # charging a sector its 32 bytes gave 5.84-5.89 s an epoch at 8 GB and
 # 3.53-3.55 s at 24 GB; 96 gave 4.75 / 3.26; every cost from 256 to 4096
 # gave 4.07-4.14 / 3.17-3.23 s (at 8 GB, adjacency hit rate 0.28 at 32 and
@@ -249,8 +250,8 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     return CachePlan(order=order.cpu(), num_adjacency=num_adjacency, num_feature=num_feature,
                      adjacency_bytes=int(cum_lists[num_adjacency]),
                      feature_bytes=num_feature * row_bytes, budget=budget - dynamic_bytes,
-                     adjacency_hit_rate=_shares(profile.adjacency[order], num_adjacency),
-                     feature_hit_rate=_shares(profile.inputs[order], num_feature))
+                     adjacency_hit_rate=prefix_share(profile.adjacency[order], num_adjacency),
+                     feature_hit_rate=prefix_share(profile.inputs[order], num_feature))
 
 
 def _cumulative(nbytes: torch.Tensor) -> torch.Tensor:
@@ -384,5 +385,5 @@ def plan_by_degree(profile: AccessProfile | None, degree: torch.Tensor, row_byte
         order = order.to(profile.inputs.device)
     return CachePlan(order=order.cpu(), num_adjacency=0, num_feature=num_feature, adjacency_bytes=0,
                      feature_bytes=num_feature * row_bytes, budget=budget,
-                     adjacency_hit_rate=nan if profile is None else _shares(profile.adjacency[order], 0),
-                     feature_hit_rate=nan if profile is None else _shares(profile.inputs[order], num_feature))
+                     adjacency_hit_rate=nan if profile is None else prefix_share(profile.adjacency[order], 0),
+                     feature_hit_rate=nan if profile is None else prefix_share(profile.inputs[order], num_feature))

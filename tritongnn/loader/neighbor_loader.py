@@ -45,8 +45,9 @@ from .assemble import Assembler
 from .pipeline import Prefetcher
 from .placement import choose_placement
 from .replay import ReplayState, reads_no_host_rows
-from .schedule import Schedule
+from .schedule import Schedule, pass_batches
 from .shard import SeedShards, resolve_ranks
+from .growth import CacheGrowth
 from .tiers import TierBuilder, working_sets
 from .timing import StageTimes
 
@@ -343,6 +344,9 @@ class NeighborLoader:
                                    cache=self.cache, reuse=self.reuse, host_stats=self.host_stats,
                                    num_feature=num_feature, num_adjacency=num_adjacency, transform=transform,
                                    times=self.times, device=self.device, input_ids=input_ids)
+        # cache_budget and memory_reserve "auto": the feature cache grows into what the first pass leaves
+        self.growth = CacheGrowth(self.cache, self.device, eligible=cache_budget == "auto" and self.reuse is None
+                                  and self.memory_reserve == "auto" and self.reorder is None)
         self.schedule = Schedule(sampler=self.sampler, seeds=self.seeds, generator=self.generator,
                                  super_batch=super_batch, reorder=self.reorder, assembler=self.assembler)
         if self.device.type == "cuda":
@@ -388,12 +392,15 @@ class NeighborLoader:
 
     def _pass(self):
         if self.times.batches:
+            whole = self.times.batches >= len(self)  # a whole pass measured what the model takes
             self.stats_history.append(self.stats)
             self.times.reset()
             if self.host_stats is not None:
                 self.host_stats.reset()
             if self.reorder is not None:
                 self.reorder.reset()
+            if whole and self.growth.after_pass(self.cache_profile):
+                self.assembler.num_feature = self.cache.plan.num_feature
         if self.cache is not None and self.cache.dynamic is not None:
             self.cache.dynamic.new_epoch()
         batches = self._epoch_batches()
@@ -432,14 +439,9 @@ class NeighborLoader:
         self.epoch = epoch
 
     def _epoch_batches(self):
-        if self._shards is not None:
-            order = self._shards.positions(self.epoch)
-        else:
-            n = self.input_nodes.numel()
-            order = torch.randperm(n, generator=self.generator) if self.shuffle else torch.arange(n)
         self.epoch += 1
-        order = order.to(self.device)
-        return [order[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size, self.batch_size)]
+        return pass_batches(self._shards, self.input_nodes.numel(), self.epoch - 1, self.shuffle, self.generator,
+                            self.batch_size, len(self), self.device)
 
     # -- what the user reads ----------------------------------------------
 
@@ -452,7 +454,8 @@ class NeighborLoader:
         hit rates of the caches and the rows reused from the previous batch;
         and the build: ``placement``, ``placement_reason``, ``cache_plan``
         (None without a cache), ``build_loaded``, ``build_seconds`` (graph,
-        features, profile, plan, cache). Read mid-epoch with ``prefetch``,
+        features, profile, plan, cache), ``cache_grown`` (after the first
+        pass: ``loader.growth``). Read mid-epoch with ``prefetch``,
         the counts include the batches prepared ahead of the loop.
         Completed epochs are in ``stats_history``."""
         if self.device.type == "cuda":
@@ -460,16 +463,13 @@ class NeighborLoader:
         stats = self.times.as_dict()
         stats.update(placement=self.placement, placement_reason=self.placement_reason,
                      cache_plan=None if self.cache is None else str(self.cache.plan),
-                     build_loaded=list(self.build_loaded), build_seconds=dict(self.build_seconds))
-        if self.host_stats is not None:
-            stats.update(self.host_stats.as_dict())
-        if self.reorder is not None:
-            stats.update(self.reorder.as_dict())
-        if self.cache is not None:
-            dynamic = self.cache.dynamic
-            if dynamic is not None:
-                stats.update(dynamic.as_dict())
-                stats["host_bytes"] += stats["dynamic_refresh_bytes_this_epoch"]
+                     build_loaded=list(self.build_loaded), build_seconds=dict(self.build_seconds),
+                     cache_grown=self.growth.grown)
+        for part in (self.host_stats, self.reorder, self.cache and self.cache.dynamic):
+            if part is not None:
+                stats.update(part.as_dict())
+        if self.cache is not None and self.cache.dynamic is not None:
+            stats["host_bytes"] += stats["dynamic_refresh_bytes_this_epoch"]
         return stats
 
     @property

@@ -34,6 +34,19 @@ def staging_group_sizes(num_batches: int, group: int) -> list[int]:
     return sizes
 
 
+def pass_batches(shards, num_inputs: int, epoch: int, shuffle: bool, generator: torch.Generator, batch_size: int,
+                 num_batches: int, device: torch.device) -> list[torch.Tensor]:
+    """The input ids of a pass's ``num_batches`` batches, in order: this
+    rank's shard of ``epoch`` (``shards``: a ``SeedShards``), or all
+    ``num_inputs`` shuffled by ``generator`` (or in order)."""
+    if shards is not None:
+        order = shards.positions(epoch)
+    else:
+        order = torch.randperm(num_inputs, generator=generator) if shuffle else torch.arange(num_inputs)
+    order = order.to(device)
+    return [order[i:i + batch_size] for i in range(0, num_batches * batch_size, batch_size)]
+
+
 class Schedule:
     """Samples and assembles a pass's batches (their input ids, in epoch
     order) in the order the loader's settings give.

@@ -1,0 +1,68 @@
+"""The feature cache grown after the first pass into the GPU memory it left
+(``loader.growth``): the next-hottest rows cached, the batches unchanged."""
+import pytest
+import torch
+
+from tritongnn import NeighborLoader
+from tritongnn.loader import growth
+
+from test_loader import random_data
+from test_saved_build import assert_same
+
+ROW = 12 * 4  # random_data's rows: 12 float32
+
+
+def loader_of(data, device, budget_rows):
+    return NeighborLoader(data, [4, 3], batch_size=40, shuffle=True, seed=3, input_nodes=data.train_mask,
+                          device=device, placement="host", profile_epochs=1, cache_budget=budget_rows * ROW)
+
+
+def with_room(monkeypatch, rows):
+    """The process may use its GPU peak, a margin of 1 byte and ``rows`` rows."""
+    monkeypatch.setattr(growth, "MIN_MARGIN", 0)
+    monkeypatch.setattr(growth, "MARGIN_SHARE", 10**9)
+    monkeypatch.setattr(growth, "MIN_GROWTH", ROW)
+    monkeypatch.setattr(growth, "device_total_bytes", lambda device: 10**9)
+    monkeypatch.setattr(growth, "peak_bytes", lambda device: 10**9 - rows * ROW - 1)
+
+
+def test_the_cache_grows_once_after_a_whole_pass_into_the_next_hottest_rows(device, monkeypatch):
+    data = random_data()
+    grown, plain = loader_of(data, device, 20), loader_of(data, device, 20)
+    planned = grown.cache.plan.num_feature
+    grown.growth = growth.CacheGrowth(grown.cache, grown.device, eligible=True)
+    with_room(monkeypatch, 30)
+    for loader in (grown, plain):  # a part of a pass measures nothing
+        assert len([b for _, b in zip(range(2), loader)]) == 2
+    assert grown.cache.plan.num_feature == planned
+    for epoch in range(3):
+        assert_same([b for b in plain], [b for b in grown])  # exact before and after
+        assert grown.cache.plan.num_feature == (planned if epoch == 0 else planned + 30)
+    cache = grown.cache
+    assert torch.equal(cache.hot_x.cpu(), data.x[cache.order[:planned + 30].cpu()])
+    assert cache.plan.feature_bytes == (planned + 30) * ROW
+    assert "features of 30 more nodes" in grown.stats["cache_grown"]
+    # the rows it took are the hottest the plan left: a higher expected hit rate, and measured
+    assert cache.plan.feature_hit_rate > plain.cache.plan.feature_hit_rate
+    assert grown.stats["static_feature_hit_rate"] > plain.stats["static_feature_hit_rate"]
+    assert grown.stats["host_bytes"] < plain.stats["host_bytes"]
+
+
+def test_too_little_room_grows_nothing_and_says_so(device, monkeypatch):
+    data = random_data()
+    loader = loader_of(data, device, 20)
+    planned = loader.cache.plan.num_feature
+    loader.growth = growth.CacheGrowth(loader.cache, loader.device, eligible=True)
+    with_room(monkeypatch, 30)
+    monkeypatch.setattr(growth, "MIN_GROWTH", 31 * ROW)
+    for _ in range(2):
+        list(loader)
+    assert loader.cache.plan.num_feature == planned and loader.stats["cache_grown"].startswith("not grown")
+
+
+def test_only_the_automatic_budget_grows(device):
+    data = random_data()
+    loader = loader_of(data, device, 20)  # a budget the user stated stays
+    assert not loader.growth.pending and loader.stats["cache_grown"] is None
+    with pytest.raises(ValueError, match="num_feature"):
+        loader.cache.grow_features(loader.cache.plan.num_feature)
