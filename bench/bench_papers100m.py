@@ -162,7 +162,9 @@ def main():
                gpu_peak_gb=round(peaks[0] / 2**30, 2), gpu_allocated_peak_gb=round(peaks[1] / 2**30, 2),
                host_peak_gb=round(host_peak_bytes() / 2**30, 2), chose=getattr(loader, "placement_reason", None),
                cache=str(loader.cache.plan) if getattr(loader, "cache", None) is not None else None,
-               build_loaded=getattr(loader, "build_loaded", None), loss=round(loss, 3))
+               build_loaded=getattr(loader, "build_loaded", None),
+               cache_grown=loader.stats.get("cache_grown") if args.loader == "tritongnn" else None,
+               loss=round(loss, 3))
     print(json.dumps(row), flush=True)
     append_record(args.out, new_record("papers100m", device, commit=args.commit, nodes=args.nodes,
                                        edges=args.edges, features=args.features, row=row))

@@ -125,3 +125,15 @@ def test_the_loader_reserves_its_batches_working_set(monkeypatch):
         NeighborLoader(data, [15, 10, 5], batch_size=8000, device="cuda:0")
     expected = memory.batch_working_set(n, 3, 2000, 500, 8)  # 6 slots of 1.25 batches; n nodes at most
     assert seen["working"] == expected > 18 * 10**9
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_device_without_an_index_is_the_current_one():
+    # torch.cuda.get_per_process_memory_fraction wants an index: "cuda" alone raised there
+    index = torch.cuda.current_device()
+    assert memory.device_total_bytes("cuda") == memory.device_total_bytes(torch.device("cuda", index))
+    assert memory.device_free_bytes(torch.device("cuda")) > 0
+    from tritongnn import CSCGraph
+    graph = CSCGraph.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3, device="cuda")
+    assert graph.indptr.device.type == "cuda"

@@ -18,7 +18,10 @@ _CPU_ITEMS = 1 << 25  # on the CPU: ~1-2 GB of temporaries a chunk at tens of by
 
 def _fraction(device: torch.device) -> float:
     get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
-    return get_fraction(device) if get_fraction is not None else 1.0
+    if get_fraction is None:
+        return 1.0
+    # torch asks for an index: "cuda" alone is the current device
+    return get_fraction(device.index if device.index is not None else torch.cuda.current_device())
 
 
 def device_total_bytes(device) -> int:
