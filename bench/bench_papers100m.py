@@ -117,7 +117,8 @@ def main():
         loader = NeighborLoader(data, args.fanouts, batch_size=args.batch_size, input_nodes=data.train_mask,
                                 shuffle=True, seed=args.seed, build_dir=args.build_dir)
     build = time.perf_counter() - start
-    print(f"built in {build:.1f} s: {getattr(loader, 'placement_reason', 'PyG')}; GPU allocated "
+    print(f"built in {build:.1f} s {getattr(loader, 'build_seconds', '')}: "
+          f"{getattr(loader, 'placement_reason', 'PyG')}; GPU allocated "
           f"{torch.cuda.memory_allocated(device) / 2**30:.2f} GiB, peak reserved "
           f"{torch.cuda.max_memory_reserved(device) / 2**30:.2f} GiB; cache "
           f"{getattr(getattr(loader, 'cache', None), 'plan', None)}", flush=True)

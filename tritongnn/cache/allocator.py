@@ -245,7 +245,9 @@ def plan_cache(profile: AccessProfile, degree: torch.Tensor, row_bytes: int, bud
     # packs and a feature cache grown later takes (``DualCache.grow_features``)
     # are then the hottest left, and neither prefix moves.
     head = max(num_feature, num_adjacency)
-    final = torch.cat([final[:head], final[head:].sort().values])
+    rest = torch.ones(num_nodes, dtype=torch.bool, device=final.device)
+    rest[final[:head]] = False  # the positions past both prefixes, in order: a mask, not a sort of 10^8
+    final = torch.cat([final[:head], rest.nonzero().view(-1)])
     order = hot[final]
     return CachePlan(order=order.cpu(), num_adjacency=num_adjacency, num_feature=num_feature,
                      adjacency_bytes=int(cum_lists[num_adjacency]),

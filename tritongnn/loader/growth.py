@@ -2,29 +2,34 @@
 
 With ``cache_budget="auto"`` and ``memory_reserve="auto"`` the build leaves
 the model an estimate of what it will take (``memory.model_reserve``). The
-first whole pass measures it: the process's GPU peak
-(``torch.cuda.max_memory_allocated``: the model, its optimiser and
-activations, the batches in flight, the build) says what was taken, and
-before the next pass the feature cache grows, once, into what is left of the
-memory the process may use, less a margin, in the plan's order (the
-next-hottest rows: ``cache.allocator``)."""
+first whole pass measures it: the process's peak of GPU memory reserved by
+torch's allocator (``torch.cuda.max_memory_reserved``: the model, its
+optimiser and activations, the batches in flight, the build, and the
+fragmentation between them, which the allocated bytes alone leave out: at
+a 24 GB cap, a model that had allocated 16 GB could not find 1.5 GB in the
+6 GB its allocator held) says what was taken, and before the next pass the
+feature cache grows, once, into what is left of the memory the process may
+use, less a margin, in the plan's order (the next-hottest rows:
+``cache.allocator``). A pass whose allocator held everything it could
+grows nothing."""
 from __future__ import annotations
 
 import torch
 
 from ..memory import device_total_bytes, size
 
-# left unused: a tenth of what the process may use, at least this much
-# (the allocator's rounding and fragmentation, a longer batch than the first pass saw)
-MIN_MARGIN = 2 << 30
-MARGIN_SHARE = 10
+# left unused: a twentieth of what the process may use, at least this much
+# (a batch longer than the first pass saw)
+MIN_MARGIN = 1 << 30
+MARGIN_SHARE = 20
 # less than this is not worth a new tier (the regather reads it through PCIe)
 MIN_GROWTH = 256 << 20
 
 
 def peak_bytes(device: torch.device) -> int:
-    """The process's GPU peak on ``device`` (since the user last reset it, if they did)."""
-    return torch.cuda.max_memory_allocated(device)
+    """The process's peak of reserved GPU memory on ``device`` (since the
+    user last reset it, if they did)."""
+    return torch.cuda.max_memory_reserved(device)
 
 
 class CacheGrowth:
@@ -50,7 +55,7 @@ class CacheGrowth:
         margin = max(MIN_MARGIN, total // MARGIN_SHARE)
         # short of every row: that is another layout (x relabelled on the device)
         rows = min(max(0, total - peak - margin) // row_bytes, num_nodes - 1 - plan.num_feature)
-        measured = f"GPU peak {size(peak)} of the {size(total)} the process may use, margin {size(margin)}"
+        measured = f"GPU peak {size(peak)} reserved of the {size(total)} the process may use, margin {size(margin)}"
         if rows * row_bytes < MIN_GROWTH:
             self.grown = f"not grown after the first pass: {measured}"
             return False
