@@ -196,3 +196,21 @@ def test_a_graph_past_the_gpu_memory_left_is_refused_before_allocating(monkeypat
     with pytest.raises(ValueError, match=r"the CSC graph takes 7.40 GB on cuda:0, .* 2.00 GB more .*placement='host'"):
         graph_module._check_fits(torch.device("cuda", 0), False, "the CSC graph", 7.4e9)
     graph_module._check_fits(torch.device("cuda", 0), True, "the CSC graph", 7.4e9)  # pinned host memory: not GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("keep", [False, True])
+def test_host_graphs_built_and_relabelled_on_the_gpu_equal_the_cpus(keep):
+    g = torch.Generator().manual_seed(0)
+    edge_index = torch.randint(0, 500, (2, 5000), generator=g)
+    on_cpu = CSCGraph.from_edge_index(edge_index, 500, keep_edge_perm=keep)
+    pinned = CSCGraph.from_edge_index(edge_index, 500, keep_edge_perm=keep, device="cpu", work="cuda", pin=True)
+    assert pinned.is_pinned
+    order = torch.randperm(500, generator=g)
+    relabelled = (on_cpu.relabel(order, keep), pinned.relabel(order, keep, "cpu", pin=True, work="cuda"))
+    for a, b in ((on_cpu, pinned), relabelled):
+        assert b.is_pinned and torch.equal(a.indptr, b.indptr) and torch.equal(a.indices, b.indices)
+        assert (a.edge_perm is None) == (b.edge_perm is None)
+        if keep:
+            assert torch.equal(a.edge_perm, b.edge_perm)

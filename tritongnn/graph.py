@@ -179,7 +179,13 @@ class CSCGraph:
         if not isinstance(num_nodes, int) or isinstance(num_nodes, bool) or num_nodes < 0:
             raise ValueError(f"num_nodes must be a non-negative int, got {num_nodes!r}")
         index_dtype = _index_dtype(num_nodes)
-        _check_fits(device, pin, "the CSC graph", csc_bytes(num_nodes, num_edges, keep_edge_perm))
+        nbytes = csc_bytes(num_nodes, num_edges, keep_edge_perm)
+        _check_fits(device, pin, "the CSC graph", nbytes)
+        if pin and work.type == "cuda" and nbytes <= device_free_bytes(work) // 2:
+            # built on the GPU, then copied once into pinned memory: the
+            # sorted chunks scattered there, not by the CPU into host memory
+            return cls.from_edge_index(edge_index, num_nodes, keep_edge_perm, work, work=work,
+                                       chunk_edges=chunk_edges).pin_memory()
         pin_for = _cuda_of(device, work) if pin else None
         indices = _empty((num_edges,), index_dtype, device, pin_for)
         perm = _empty((num_edges,), torch.int64, device, pin_for) if keep_edge_perm else None
@@ -270,7 +276,7 @@ class CSCGraph:
         return self.indptr.diff()
 
     def relabel(self, order: torch.Tensor, keep_edge_perm: bool = True, device=None, *, pin: bool = False,
-                chunk_edges: int | None = None) -> "CSCGraph":
+                work=None, chunk_edges: int | None = None) -> "CSCGraph":
         """The same graph with node ``order[i]`` renamed ``i``.
 
         Hot-first relabelling (the dual cache) puts the hottest nodes at the
@@ -278,8 +284,8 @@ class CSCGraph:
         prefixes. Each row keeps its neighbours in their order, so sampling
         by position draws the same (renamed) neighbours. ``edge_perm`` maps
         the new CSC positions to this graph's edge ids (its own ``edge_perm``,
-        or its CSC positions when it has none). Worked where the graph is, in
-        chunks of edges: N-sized tables, chunk-sized temporaries.
+        or its CSC positions when it has none). Worked in chunks of edges:
+        N-sized tables, chunk-sized temporaries.
 
         Args:
             order: ``[N]`` integer permutation of ``[0, N)``, ``order[new] = old``.
@@ -287,9 +293,21 @@ class CSCGraph:
                 1.6x10^9 edges) where no edge id will be asked for.
             device: where the relabelled graph goes; default this graph's.
             pin: the output in pinned host memory (``device`` the CPU).
+            work: where the work is done; default where the graph is. A GPU
+                for a host graph takes a copy of it (its ``nbytes``) there,
+                and writes each chunk of the output back.
             chunk_edges: edges per chunk; default what fits
                 (``memory.chunk_items``).
         """
+        if work is not None and torch.device(work) != self.indices.device:
+            work = torch.device(work)
+            perm = self.edge_perm if keep_edge_perm else None
+            _check_fits(work, False, "the graph's copy to relabel",
+                        self.indptr.nbytes + self.indices.nbytes + (0 if perm is None else perm.nbytes))
+            copy = CSCGraph(self.indptr.to(work), self.indices.to(work), None if perm is None else perm.to(work),
+                            validate=False)
+            return copy.relabel(order, keep_edge_perm, self.indices.device if device is None else device, pin=pin,
+                                chunk_edges=chunk_edges)
         order = _as_index(order, "order")
         num_nodes, num_edges = self.num_nodes, self.num_edges
         if order.dim() != 1 or order.numel() != num_nodes:

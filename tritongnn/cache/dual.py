@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from ..graph import CSCGraph, inverse_permutation
+from ..memory import device_free_bytes
 from ..host_memory import as_pinned, pinned_empty
 from ..kernels import gather_rows
 from .allocator import CachePlan, prefix_share
@@ -103,12 +104,16 @@ def relabel_tiers(graph: CSCGraph | None, x: torch.Tensor | None, plan: CachePla
         # relabelled where the graph is, in chunks, into where it is read; the
         # loader keeps an edge_perm only for edge attributes (e_id): none, none renamed
         keep = graph.edge_perm is not None
+        # a host graph relabelled on the GPU where a copy of it fits twice
+        # over (E-sized gathers and searches), each chunk written back
+        work = device if device.type == "cuda" and graph.device.type == "cpu" and \
+            2 * graph.nbytes + 48 * num_nodes <= device_free_bytes(device) else None
         if plan.num_adjacency == num_nodes:  # every list cached: one tier, on the device
-            relabelled_graph = graph.relabel(plan.order, keep, device)
+            relabelled_graph = graph.relabel(plan.order, keep, device, work=work)
         elif host_empty is None:
-            relabelled_graph = graph.relabel(plan.order, keep, "cpu", pin=device.type == "cuda")
+            relabelled_graph = graph.relabel(plan.order, keep, "cpu", pin=device.type == "cuda", work=work)
         else:
-            relabelled = graph.relabel(plan.order, keep, "cpu")
+            relabelled = graph.relabel(plan.order, keep, "cpu", work=work)
             arrays = [None if t is None else host_empty(name, t.shape, t.dtype).copy_(t)
                       for name, t in (("indptr", relabelled.indptr), ("indices", relabelled.indices),
                                       ("edge_perm", relabelled.edge_perm))]
