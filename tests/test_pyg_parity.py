@@ -4,6 +4,7 @@ through ``PyGSampler``, as PyG itself samples only with pyg-lib or
 torch-sparse)."""
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from torch_geometric.data import Data
@@ -84,3 +85,61 @@ def test_filter_per_worker_warns_as_the_worker_settings_do(value):
     with pytest.warns(UserWarning, match=f"filter_per_worker={value!r} has no effect"):
         loader = NeighborLoader(data, [3, 2], batch_size=4, device="cpu", filter_per_worker=value, seed=7)
     assert_same_batches(loader, NeighborLoader(data, [3, 2], batch_size=4, device="cpu", seed=7))
+
+
+def same_batch(a, b):
+    assert_same_batches([a], [b])
+
+
+@pytest.mark.parametrize("kind", ["mask", "index", "none"])
+@pytest.mark.parametrize("as_type", [list, tuple, torch.tensor, np.array], ids=["list", "tuple", "tensor", "numpy"])
+def test_call_gives_pyg_batch_of_the_positions(device, kind, as_type):
+    # PyG's NodeLoader.__call__: input_data[index], index being positions
+    # into the seeds (repeats and any order allowed)
+    data = small_data()
+    input_nodes = {"mask": data.train_mask, "index": torch.tensor([7, 3, 41, 23, 59, 12]), "none": None}[kind]
+    index = as_type([4, 0, 2, 2])
+    ours = NeighborLoader(data, [3, 2], input_nodes=input_nodes, batch_size=8, device=device, seed=7)
+    pyg = pyg_loader(data, input_nodes, device, batch_size=8)
+    batch = ours(index)
+    same_batch(batch.to("cpu"), pyg(index).to("cpu"))
+    seeds = torch.arange(60) if input_nodes is None else \
+        (input_nodes.nonzero().flatten() if input_nodes.dtype == torch.bool else input_nodes)
+    assert torch.equal(batch.n_id[:batch.batch_size].cpu(), seeds[[4, 0, 2, 2]]) and batch.batch_size == 4
+
+
+def test_call_as_pyg_with_a_range_and_transform():
+    data = small_data()
+
+    def transform(batch):
+        batch.seen = 1
+        return batch
+    ours = NeighborLoader(data, [3, 2], batch_size=8, device="cpu", seed=7, transform=transform)
+    pyg = NodeLoader(data, PyGSampler(data, [3, 2], device="cpu", seed=7), batch_size=8, transform=transform)
+    same_batch(ours(range(5, 17, 3)), pyg(list(range(5, 17, 3))))
+
+
+def test_call_ends_the_open_pass(device):
+    # one pass at a time: the call ends the pass still open (its iterator
+    # stops), and the next pass is whole
+    data = small_data()
+    loader = NeighborLoader(data, [3, 2], batch_size=8, shuffle=True, device=device, seed=7)
+    open_pass = iter(loader)
+    first = next(open_pass)
+    batch = loader([9, 1])
+    assert batch.input_id.tolist() == [9, 1] and batch.n_id[:2].tolist() == [9, 1]
+    with pytest.raises(StopIteration):
+        next(open_pass)
+    seen = torch.cat([b.input_id.cpu() for b in loader])
+    assert torch.equal(seen.sort().values, torch.arange(60)) and first.batch_size == 8
+
+
+@pytest.mark.parametrize("index, error, match", [
+    ([1.0, 2.0], TypeError, "integer positions"), (torch.tensor([True, False]), TypeError, "integer positions"),
+    ([[1, 2]], ValueError, "1-D"), ([], ValueError, "empty"), ([3, 6], ValueError, "position 6, outside"),
+    ([-1], ValueError, "position -1, outside"), (3, TypeError, "got int"), ("0", TypeError, "got str")])
+def test_call_refuses_bad_index(index, error, match):
+    data = small_data()
+    loader = NeighborLoader(data, [3, 2], input_nodes=torch.arange(6), batch_size=8, device="cpu")
+    with pytest.raises(error, match=match):
+        loader(index)

@@ -27,7 +27,6 @@ references of the kernels.
 from __future__ import annotations
 
 import logging
-import weakref
 
 import torch
 
@@ -42,6 +41,7 @@ from ..sampling.arguments import check_num_neighbors
 from ..sampling.sampler import NeighborSampler
 from . import arguments
 from .assemble import Assembler
+from .call import OnePass, batch_of
 from .pipeline import Prefetcher
 from .placement import choose_placement
 from .replay import ReplayState, reads_no_host_rows
@@ -284,7 +284,7 @@ class NeighborLoader:
         self.transform, self.placement, self.prefetch = transform, placement, prefetch
         self.rank, self.world_size = resolve_ranks(rank, world_size)
         self.epoch = 0
-        self._open_pass = None  # weakref to the open pass's generator (one pass at a time)
+        self.open_pass = OnePass()
         self._streams = None  # the producer's (sampling, gather, staging) streams: made once, one pass at a time
         self.replay = ReplayState()  # the replayed batches' slots, kept across passes
         self._shards = None
@@ -373,17 +373,14 @@ class NeighborLoader:
     # -- passes -----------------------------------------------------------
 
     def __iter__(self):
-        # One pass at a time: two open passes would share the sampler's id
-        # map and captured graphs, the dynamic cache and group staging, and
-        # with prefetch their producers run on unordered streams (wrong ids,
-        # or rows staged by the other pass). Closing the open one stops its
-        # producer (its generator's finally: drain, join, fence).
-        open_pass = self._open_pass() if self._open_pass is not None else None
-        if open_pass is not None:
-            open_pass.close()
-        epoch = self._pass()
-        self._open_pass = weakref.ref(epoch)
-        return epoch
+        return self.open_pass.start(self._pass())  # (ending the pass still open: ``call.OnePass``)
+
+    def __call__(self, index):
+        """The batch of the seeds at positions ``index`` (a tensor, list,
+        tuple, range or numpy array) of ``input_nodes``, as PyG's
+        ``NodeLoader.__call__`` (``tritongnn.loader.call``); it ends the
+        pass still open, as ``iter(loader)`` does."""
+        return batch_of(self, index)
 
     def _pass(self):
         if self.times.batches:
