@@ -46,6 +46,10 @@ _NO_EFFECT = ("num_workers", "pin_memory", "persistent_workers", "prefetch_facto
               "timeout", "worker_init_fn", "multiprocessing_context", "pin_memory_device",
               "in_order", "filter_per_worker")
 _FEATURE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # stores narrower than data.x's
+# what the feature gather moves (bit for bit): no complex (Triton has no
+# such dtype) nor float8 (no conversion under the interpreter)
+_X_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool, torch.uint8, torch.int8,
+             torch.int16, torch.int32, torch.int64, torch.uint16, torch.uint32, torch.uint64)
 CACHE_POLICIES = ("profile", "degree")
 
 
@@ -126,6 +130,27 @@ def check_data(data) -> None:
         raise TypeError(f"data must be a torch_geometric.data.Data, got {type(data).__name__}")
     if "edge_index" not in data:
         raise NotImplementedError("data without edge_index (e.g. adj_t) is not supported yet")
+    check_edge_index(data.edge_index)
+
+
+def check_edge_index(edge_index) -> None:
+    """``data.edge_index`` as the graph's build reads it: a dense ``[2, E]``
+    tensor of integer node ids that holds data (ids in range are checked
+    as the build reads them)."""
+    if not isinstance(edge_index, torch.Tensor):
+        kind = type(edge_index)
+        hint = " (torch.from_numpy makes one over the same memory)" if isinstance(edge_index, np.ndarray) else ""
+        raise TypeError(f"data.edge_index must be a torch.Tensor of shape [2, num_edges], got "
+                        f"{kind.__module__}.{kind.__name__}{hint}")
+    if edge_index.is_meta:
+        raise ValueError(f"data.edge_index is a meta tensor of shape {tuple(edge_index.shape)}: it holds no "
+                         f"node ids to build the graph from")
+    if edge_index.layout != torch.strided:
+        raise TypeError(f"data.edge_index must be a dense tensor, got layout {edge_index.layout}")
+    if edge_index.dtype.is_floating_point or edge_index.dtype.is_complex or edge_index.dtype == torch.bool:
+        raise TypeError(f"data.edge_index must hold integer node ids, got dtype {edge_index.dtype}")
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"data.edge_index must have shape [2, num_edges], got {tuple(edge_index.shape)}")
 
 
 def check_settings(*, batch_size, super_batch, sample_kernel, placement, prefetch, generator, seed,
@@ -274,6 +299,11 @@ def split_attributes(data: Data, num_nodes: int, device) -> tuple[Attributes, to
                                       f"not supported yet")
         (attrs.node if sliced[key] else attrs.edge)[key] = (as_tensor(value, f"data.{key}").to(device), dim)
     x = as_tensor(data.x, "data.x")
+    if isinstance(x, torch.Tensor) and x.is_meta:
+        raise ValueError(f"data.x is a meta tensor of shape {tuple(x.shape)}: it holds no features to gather")
+    if isinstance(x, torch.Tensor) and x.dtype not in _X_DTYPES:
+        raise TypeError(f"data.x has dtype {x.dtype}, which the feature gather does not support: pass floating "
+                        f"(float16, bfloat16, float32, float64), integer or bool features")
     if x is not None:
         if not isinstance(x, torch.Tensor) or x.dim() != 2:
             raise ValueError(f"data.x must be a 2-D tensor or numpy array [num_nodes, num_features], got "
