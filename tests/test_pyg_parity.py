@@ -143,3 +143,62 @@ def test_call_refuses_bad_index(index, error, match):
     loader = NeighborLoader(data, [3, 2], input_nodes=torch.arange(6), batch_size=8, device="cpu")
     with pytest.raises(error, match=match):
         loader(index)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_one_dimensional_x_as_pyg_slices_it(device, dtype):
+    # x as node ids for an nn.Embedding (or one feature a node): x[n_id],
+    # 1-D, its dtype, as PyG's filter_data gives it; data.x left as it was
+    data = small_data()
+    data.x = torch.arange(60, dtype=dtype) * 3 if dtype == torch.int64 else torch.randn(60)
+    kept = data.x.clone()
+    ours = NeighborLoader(data, [3, 2], input_nodes=data.train_mask, batch_size=8, device=device, seed=7)
+    assert_same_batches(ours, pyg_loader(data, data.train_mask, device, batch_size=8))
+    batch = ours([0, 1])
+    assert batch.x.shape == (batch.num_nodes,) and batch.x.dtype == dtype
+    assert torch.equal(data.x, kept) and data.x.dim() == 1
+
+
+@pytest.mark.parametrize("tiers", [dict(placement="device"), dict(placement="host"),
+                                   dict(placement="host", cache_budget=4 * 20, profile_epochs=1),
+                                   dict(placement="host", cache_budget=4 * 20, profile_epochs=1, warm_budget=4 * 10,
+                                        dynamic_cache=True, reuse=True),
+                                   dict(placement="host", cache_budget=4 * 20, profile_epochs=1, reuse="group",
+                                        super_batch=2)],
+                         ids=["device", "host", "cache", "cache-warm-dynamic-reuse", "group-reuse"])
+def test_one_dimensional_x_through_every_tier(tiers):
+    # gathered as one column through the caches, staging and host rows,
+    # handed out 1-D: the batches of the loader without tiers
+    data = small_data()
+    data.x = torch.randn(60)
+    plain = NeighborLoader(data, [3, 2], batch_size=8, shuffle=True, device="cpu", seed=3)
+    tiered = NeighborLoader(data, [3, 2], batch_size=8, shuffle=True, device="cpu", seed=3, **tiers)
+    count = 0
+    for a, b in zip(plain, tiered, strict=True):
+        assert b.x.dim() == 1 and torch.equal(a.n_id, b.n_id) and torch.equal(b.x, data.x[b.n_id])
+        count += 1
+    assert count == len(plain)
+
+
+def test_one_dimensional_numpy_x_and_feature_dtype():
+    data = small_data()
+    values = torch.randn(60)
+    data.x = values.numpy()
+    batch = next(iter(NeighborLoader(data, [3, 2], batch_size=8, device="cpu", seed=3,
+                                     feature_dtype=torch.bfloat16, placement="host")))
+    assert batch.x.shape == (batch.num_nodes,) and batch.x.dtype == torch.float32
+    assert torch.equal(batch.x, values[batch.n_id].to(torch.bfloat16).float())
+    assert isinstance(data.x, np.ndarray) and data.x.shape == (60,)
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(placement="host", cache_budget=10**6)], ids=["device", "all-cached"])
+def test_one_dimensional_x_replayed(device, kwargs):
+    # batches replayed into slots (tritongnn.loader.replay) hand x out 1-D too
+    from test_loader import random_data
+    from test_pipeline import batches, loaders
+    data = random_data()
+    data.x = torch.arange(300) * 7
+    replayed, built = loaders(data, device, **kwargs)
+    got = batches(replayed)
+    assert_same_batches(got, batches(built))
+    assert all(b.x.dim() == 1 and torch.equal(b.x, data.x[b.n_id]) for b in got)

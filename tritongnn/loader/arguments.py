@@ -267,18 +267,22 @@ class Attributes:
     take them: ``node`` and ``edge`` ones ``{key: (tensor on the device,
     dim)}``, sliced by ``n_id`` / ``e_id`` along ``dim``; ``graph`` ones
     copied whole; ``set_num_nodes``: the batch carries ``num_nodes``
-    (PyG's does when the data stores it explicitly)."""
+    (PyG's does when the data stores it explicitly); ``flat_x``: ``data.x``
+    is 1-D (node ids for an ``nn.Embedding``, say), stored and gathered as
+    one column, and batches' ``x`` are 1-D again (PyG's ``x[n_id]``)."""
     node: dict = field(default_factory=dict)
     edge: dict = field(default_factory=dict)
     graph: dict = field(default_factory=dict)
     set_num_nodes: bool = False
+    flat_x: bool = False
 
 
 def split_attributes(data: Data, num_nodes: int, device) -> tuple[Attributes, torch.Tensor | None]:
     """Node attributes to slice by ``n_id``, edge attributes by ``e_id``,
     the rest copied, as PyG's ``filter_data`` does; numpy arrays read as
     torch tensors over the same memory (``np.memmap`` too). Returns them
-    and ``data.x`` so, checked."""
+    and ``data.x`` so, checked, ``[num_nodes, D]`` (a 1-D one as a view of
+    one column: ``Attributes.flat_x``)."""
     attrs = Attributes(set_num_nodes="num_nodes" in data.keys())
     sliced = {key: is_node for key, _, is_node in sliced_attributes(data)}
     for key, value in data.items():
@@ -305,11 +309,13 @@ def split_attributes(data: Data, num_nodes: int, device) -> tuple[Attributes, to
         raise TypeError(f"data.x has dtype {x.dtype}, which the feature gather does not support: pass floating "
                         f"(float16, bfloat16, float32, float64), integer or bool features")
     if x is not None:
-        if not isinstance(x, torch.Tensor) or x.dim() != 2:
-            raise ValueError(f"data.x must be a 2-D tensor or numpy array [num_nodes, num_features], got "
-                             f"{type(x).__name__} of shape {tuple(getattr(x, 'shape', ()))}")
+        if not isinstance(x, torch.Tensor) or x.dim() not in (1, 2):
+            raise ValueError(f"data.x must be a tensor or numpy array of shape [num_nodes, num_features] or "
+                             f"[num_nodes], got {type(x).__name__} of shape {tuple(getattr(x, 'shape', ()))}")
         if x.size(0) != num_nodes:
             raise ValueError(f"data.x has {x.size(0)} rows, expected num_nodes={num_nodes}")
+        if x.dim() == 1:  # a view: pinned in place, or read where it is, as a 2-D x
+            attrs.flat_x, x = True, x.unsqueeze(1)
     return attrs, x
 
 

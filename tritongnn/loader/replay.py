@@ -340,7 +340,7 @@ class ReplayedBatches:
                 ready.record(self.gather_stream)
         batch = Data(edge_index=mark_sorted_by_dst(edge_index), n_id=n_id)
         if x is not None:
-            batch.x = x
+            batch.x = assembler.batch_x(x)
         if assembler.x is None or assembler.attrs.set_num_nodes:
             batch.num_nodes = n
         for key, value in attrs.items():
