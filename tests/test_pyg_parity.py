@@ -202,3 +202,66 @@ def test_one_dimensional_x_replayed(device, kwargs):
     got = batches(replayed)
     assert_same_batches(got, batches(built))
     assert all(b.x.dim() == 1 and torch.equal(b.x, data.x[b.n_id]) for b in got)
+
+
+def grouped_by_target(data):
+    """``data`` with its edges sorted by target and no edge attributes:
+    its CSC positions are its edge ids."""
+    data = data.clone()
+    del data.edge_attr
+    data.edge_index = data.edge_index[:, data.edge_index[1].argsort(stable=True)]
+    return data
+
+
+def check_e_id(batch, data):
+    # PyG's contract: e_id names the columns of data.edge_index the batch's edges are
+    assert batch.e_id.dtype == torch.int64
+    assert torch.equal(batch.n_id[batch.edge_index], data.edge_index[:, batch.e_id])
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(super_batch=3), dict(placement="host"), dict(prefetch=0)])
+def test_e_id_without_edge_attributes_where_it_costs_no_map(device, kwargs):
+    # edge_index grouped by target: PyG's batches, e_id included, with no
+    # map from CSC positions to edge ids kept
+    data = grouped_by_target(small_data())
+    ours = NeighborLoader(data, [3, 2], batch_size=8, device=device, seed=7, **kwargs)
+    assert ours.graph.edge_perm is None
+    assert_same_batches(ours, pyg_loader(data, None, device, batch_size=8))
+    for batch in ours:
+        check_e_id(batch.to("cpu"), data)
+    check_e_id(ours([3, 1]).to("cpu"), data)
+
+
+def test_e_id_replayed():
+    from test_pipeline import batches, loaders
+    data = grouped_by_target(small_data())
+    replayed, built = loaders(data, "cpu", batch_size=6)
+    got = batches(replayed)
+    assert_same_batches(got, batches(built))
+    assert replayed.replay.slots[6]  # replayed into slots, not built
+    for batch in got:
+        check_e_id(batch, data)
+
+
+def test_no_e_id_where_it_would_cost_a_map():
+    # any other order, or a cache that renames the graph: an int64 an edge
+    # the batches do not carry (PyG's would)
+    data = small_data()
+    del data.edge_attr
+    assert "e_id" not in next(iter(NeighborLoader(data, [3, 2], batch_size=8, device="cpu")))
+    grouped = grouped_by_target(small_data())
+    cached = NeighborLoader(grouped, [3, 2], batch_size=8, device="cpu", placement="host", cache_budget=20 * 20,
+                            profile_epochs=1)
+    assert "e_id" not in next(iter(cached)) and cached.graph.edge_perm is None
+
+
+def test_in_target_order_reads_chunk_by_chunk():
+    from tritongnn.graph import in_target_order
+    dst = torch.tensor([0, 0, 1, 2, 2, 2, 5, 5])
+    for chunk in (1, 3, 8):
+        assert in_target_order(torch.stack([dst.flip(0), dst]), chunk)
+        for at in range(1, 8):  # one step down anywhere, across a chunk's border too
+            bad = dst.clone()
+            bad[at] = dst[at - 1] - 1
+            assert not in_target_order(torch.stack([dst, bad]), chunk)
+    assert in_target_order(torch.empty(2, 0, dtype=torch.int64))

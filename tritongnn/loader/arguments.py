@@ -17,6 +17,7 @@ from .._checks import check_positive_int
 from ..kernels._launch import check_ids_in_range
 from ..cache.allocator import check_budget
 from ..cache.reorder import check_group
+from ..graph import in_target_order
 from ..host_memory import pinned_empty
 from ..kernels.sample import METHODS as SAMPLE_METHODS
 from .placement import PLACEMENTS
@@ -82,6 +83,19 @@ def attribute_bytes(data: Data) -> int:
 
 def has_edge_attrs(data: Data) -> bool:
     return any(not is_node for _, _, is_node in sliced_attributes(data))
+
+
+def gives_e_id(attrs: "Attributes", renamed: bool, edge_index: torch.Tensor) -> bool:
+    """Whether batches carry ``e_id`` (PyG's always do): where it costs no
+    map of its own from CSC positions to edge ids, an int64 an edge. That
+    is with edge attributes (the graph keeps the map, ``edge_perm``, to
+    slice them), or where ``edge_index`` is grouped by target and no cache
+    renames the graph (not ``renamed``): a CSC position is then the edge's
+    id. Elsewhere the map would triple the topology's bytes (``indices``
+    take 4 B an edge below 2^31 nodes), in GPU memory with either placement
+    (the sampler reads it there: 12.8 GB at 1.6x10^9 edges), for batches
+    that need no edge ids."""
+    return bool(attrs.edge) or (not renamed and in_target_order(edge_index))
 
 
 def num_edges(data: Data) -> int:

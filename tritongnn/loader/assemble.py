@@ -104,7 +104,7 @@ class Assembler:
             batch.num_nodes = n_id.numel()
         for key, (value, dim) in self.attrs.node.items():
             batch[key] = rows[key] if dim == 0 else value.index_select(dim, n_id)
-        if self.attrs.edge:
+        if out.edge is not None:  # (the loader's sampler returns it: ``arguments.gives_e_id``)
             batch.e_id = out.edge
             for key, (value, dim) in self.attrs.edge.items():
                 batch[key] = value.index_select(dim, out.edge)

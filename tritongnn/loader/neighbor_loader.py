@@ -3,8 +3,9 @@
 Same arguments for the common case, same batches: a ``Data`` with ``x, y,
 edge_index, n_id, input_id, batch_size, num_sampled_nodes, num_sampled_edges``
 (plus every other node attribute sliced by ``n_id``, and ``e_id`` with edge
-attributes sliced by it when the graph has any). Nodes and edges come in hop
-order, seeds first; ``edge_index[0]`` is the sampled neighbour,
+attributes sliced by it when the graph has any, or ``e_id`` alone where it
+costs no map of its own: ``arguments.gives_e_id``). Nodes and edges come in
+hop order, seeds first; ``edge_index[0]`` is the sampled neighbour,
 ``edge_index[1]`` the node it was sampled for, so PyG models run unchanged,
 ``trim_to_layer`` included.
 
@@ -315,7 +316,8 @@ class NeighborLoader:
         # the input nodes in the sampler's ids: internal (hot-first) ones with a cache
         self.seeds = self.input_nodes if self.cache is None else self.cache.new_id[self.input_nodes]
         self.sampler = NeighborSampler(self.graph, self.num_neighbors, replace, self.device,
-                                       return_eid=bool(attrs.edge), method=sample_kernel,
+                                       return_eid=arguments.gives_e_id(attrs, self.cache is not None, data.edge_index),
+                                       method=sample_kernel,
                                        **(self.cache.adjacency_tiers if self.cache else {}))
         self.stats_history: list[dict] = []
         self.times = StageTimes(self.device)
@@ -405,12 +407,12 @@ class NeighborLoader:
 
     def _replays_batches(self) -> bool:
         """Whether passes replay batches from CUDA graphs
-        (``tritongnn.loader.replay``): where no row a batch reads crosses
-        PCIe (there the step is bound by the host; a dynamic cache or reuse
-        exists only where rows do) and nothing a batch reads changes between
-        batches outside the graphs (no reorder; one batch a pass; no edge
-        attributes or ``e_id``; node attributes along dim 0), with
-        ``prefetch``, where the sampler captures."""
+        (``tritongnn.loader.replay``): where no row a batch reads crosses PCIe
+        (there the step is bound by the host; a dynamic cache or reuse exists
+        only where rows do) and nothing a batch reads changes between batches
+        outside the graphs (no reorder; one batch a pass; no edge attributes,
+        nor an ``e_id`` through ``edge_perm``; node attributes along dim 0),
+        with ``prefetch``, where the sampler captures."""
         attrs = self.assembler.attrs
         return (self._reads_no_host_rows() and self.prefetch > 0
                 and self.replay.possible(self.sampler, self.device) and self.super_batch == 1
