@@ -381,7 +381,7 @@ class NeighborLoader:
         """The batch of the seeds at positions ``index`` (a tensor, list,
         tuple, range or numpy array) of ``input_nodes``, as PyG's
         ``NodeLoader.__call__`` (``tritongnn.loader.call``); it ends the
-        pass still open, as ``iter(loader)`` does."""
+        pass still open, as ``iter(loader)`` does, and counts in ``stats``."""
         return batch_of(self, index)
 
     def _pass(self):

@@ -117,17 +117,17 @@ class CapturedHops:
 class PackedBatch(CapturedHops):
     """One batch's hops and its copy-out in one graph: after the hops, the
     batch's ``node`` (seeds, then each hop's new nodes) and its edges
-    (``edges[:E]`` the rows, ``edges[E:2E]`` the columns: ``edge_index``
-    as one ``[2, E]`` view) are packed into buffers of their own, sized by
-    the hops' bounds, at offsets the device computes
+    (``edges[:E]`` the rows, ``edges[E:2E]`` the columns: ``edge_index`` as
+    one ``[2, E]`` view) are packed into buffers of their own, sized by the
+    hops' bounds, at offsets the device computes
     (``kernels.pack_prefixes``), with ``return_eid`` the edges' CSC
     positions too (``eid``: the edge ids where the graph has no
     ``edge_perm``, which a packed batch does not apply), and every hop's
-    sizes are copied to pinned host memory (``sizes_host``). What a replay leaves is then read after
-    one wait on the replay's stream, with no launch: the batch's tensors are
-    views (``outputs``). A replay overwrites them: the loader's
-    ``ReplayedBatches`` (``tritongnn.loader.replay``) keeps a ring of these,
-    one per batch in flight or held.
+    sizes are copied to pinned host memory (``sizes_host``). What a replay
+    leaves is then read after one wait on the replay's stream, with no
+    launch: the batch's tensors are views (``outputs``). A replay overwrites
+    them: the loader's ``ReplayedBatches`` (``tritongnn.loader.replay``)
+    keeps a ring of these, one per batch in flight or held.
 
     On a CPU (tests, under Triton's interpreter) nothing is captured: each
     replay runs the same work eagerly into the same buffers.
