@@ -85,6 +85,21 @@ def _check_fits(device: torch.device, pin: bool, what: str, nbytes: int) -> None
                          f"or free GPU memory first")
 
 
+def in_target_order(edge_index: torch.Tensor, chunk_edges: int | None = None) -> bool:
+    """Whether ``edge_index`` is grouped by target (``edge_index[1]``
+    non-decreasing, PyG's ``is_sorted``): then its CSC graph is its own
+    columns in order, so a CSC position is the edge's id (``e_id`` without
+    an ``edge_perm``). Read in chunks where it is, stopping at the first
+    out of order: a graph in any other order costs one chunk."""
+    num_edges, last = edge_index.size(1), None
+    for lo, hi in _chunks(num_edges, chunk_edges or chunk_items(edge_index.device, 16, num_edges)):
+        dst = edge_index[1, lo:hi]
+        if (last is not None and int(dst[0]) < last) or bool((dst[1:] < dst[:-1]).any()):
+            return False
+        last = int(dst[-1])
+    return True
+
+
 def csc_bytes(num_nodes: int, num_edges: int, keep_edge_perm: bool = False) -> int:
     """Bytes of the CSC graph of ``num_edges`` edges on ``num_nodes`` nodes:
     its int64 ``indptr``, its ``indices`` (int32 below 2^31 nodes) and,

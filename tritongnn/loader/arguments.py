@@ -17,6 +17,7 @@ from .._checks import check_positive_int
 from ..kernels._launch import check_ids_in_range
 from ..cache.allocator import check_budget
 from ..cache.reorder import check_group
+from ..graph import in_target_order
 from ..host_memory import pinned_empty
 from ..kernels.sample import METHODS as SAMPLE_METHODS
 from .placement import PLACEMENTS
@@ -46,6 +47,10 @@ _NO_EFFECT = ("num_workers", "pin_memory", "persistent_workers", "prefetch_facto
               "timeout", "worker_init_fn", "multiprocessing_context", "pin_memory_device",
               "in_order", "filter_per_worker")
 _FEATURE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # stores narrower than data.x's
+# what the feature gather moves (bit for bit): no complex (Triton has no
+# such dtype) nor float8 (no conversion under the interpreter)
+_X_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool, torch.uint8, torch.int8,
+             torch.int16, torch.int32, torch.int64, torch.uint16, torch.uint32, torch.uint64)
 CACHE_POLICIES = ("profile", "degree")
 
 
@@ -78,6 +83,19 @@ def attribute_bytes(data: Data) -> int:
 
 def has_edge_attrs(data: Data) -> bool:
     return any(not is_node for _, _, is_node in sliced_attributes(data))
+
+
+def gives_e_id(attrs: "Attributes", renamed: bool, edge_index: torch.Tensor) -> bool:
+    """Whether batches carry ``e_id`` (PyG's always do): where it costs no
+    map of its own from CSC positions to edge ids, an int64 an edge. That
+    is with edge attributes (the graph keeps the map, ``edge_perm``, to
+    slice them), or where ``edge_index`` is grouped by target and no cache
+    renames the graph (not ``renamed``): a CSC position is then the edge's
+    id. Elsewhere the map would triple the topology's bytes (``indices``
+    take 4 B an edge below 2^31 nodes), in GPU memory with either placement
+    (the sampler reads it there: 12.8 GB at 1.6x10^9 edges), for batches
+    that need no edge ids."""
+    return bool(attrs.edge) or (not renamed and in_target_order(edge_index))
 
 
 def num_edges(data: Data) -> int:
@@ -126,6 +144,27 @@ def check_data(data) -> None:
         raise TypeError(f"data must be a torch_geometric.data.Data, got {type(data).__name__}")
     if "edge_index" not in data:
         raise NotImplementedError("data without edge_index (e.g. adj_t) is not supported yet")
+    check_edge_index(data.edge_index)
+
+
+def check_edge_index(edge_index) -> None:
+    """``data.edge_index`` as the graph's build reads it: a dense ``[2, E]``
+    tensor of integer node ids that holds data (ids in range are checked
+    as the build reads them)."""
+    if not isinstance(edge_index, torch.Tensor):
+        kind = type(edge_index)
+        hint = " (torch.from_numpy makes one over the same memory)" if isinstance(edge_index, np.ndarray) else ""
+        raise TypeError(f"data.edge_index must be a torch.Tensor of shape [2, num_edges], got "
+                        f"{kind.__module__}.{kind.__name__}{hint}")
+    if edge_index.is_meta:
+        raise ValueError(f"data.edge_index is a meta tensor of shape {tuple(edge_index.shape)}: it holds no "
+                         f"node ids to build the graph from")
+    if edge_index.layout != torch.strided:
+        raise TypeError(f"data.edge_index must be a dense tensor, got layout {edge_index.layout}")
+    if edge_index.dtype.is_floating_point or edge_index.dtype.is_complex or edge_index.dtype == torch.bool:
+        raise TypeError(f"data.edge_index must hold integer node ids, got dtype {edge_index.dtype}")
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"data.edge_index must have shape [2, num_edges], got {tuple(edge_index.shape)}")
 
 
 def check_settings(*, batch_size, super_batch, sample_kernel, placement, prefetch, generator, seed,
@@ -242,18 +281,22 @@ class Attributes:
     take them: ``node`` and ``edge`` ones ``{key: (tensor on the device,
     dim)}``, sliced by ``n_id`` / ``e_id`` along ``dim``; ``graph`` ones
     copied whole; ``set_num_nodes``: the batch carries ``num_nodes``
-    (PyG's does when the data stores it explicitly)."""
+    (PyG's does when the data stores it explicitly); ``flat_x``: ``data.x``
+    is 1-D (node ids for an ``nn.Embedding``, say), stored and gathered as
+    one column, and batches' ``x`` are 1-D again (PyG's ``x[n_id]``)."""
     node: dict = field(default_factory=dict)
     edge: dict = field(default_factory=dict)
     graph: dict = field(default_factory=dict)
     set_num_nodes: bool = False
+    flat_x: bool = False
 
 
 def split_attributes(data: Data, num_nodes: int, device) -> tuple[Attributes, torch.Tensor | None]:
     """Node attributes to slice by ``n_id``, edge attributes by ``e_id``,
     the rest copied, as PyG's ``filter_data`` does; numpy arrays read as
     torch tensors over the same memory (``np.memmap`` too). Returns them
-    and ``data.x`` so, checked."""
+    and ``data.x`` so, checked, ``[num_nodes, D]`` (a 1-D one as a view of
+    one column: ``Attributes.flat_x``)."""
     attrs = Attributes(set_num_nodes="num_nodes" in data.keys())
     sliced = {key: is_node for key, _, is_node in sliced_attributes(data)}
     for key, value in data.items():
@@ -274,12 +317,19 @@ def split_attributes(data: Data, num_nodes: int, device) -> tuple[Attributes, to
                                       f"not supported yet")
         (attrs.node if sliced[key] else attrs.edge)[key] = (as_tensor(value, f"data.{key}").to(device), dim)
     x = as_tensor(data.x, "data.x")
+    if isinstance(x, torch.Tensor) and x.is_meta:
+        raise ValueError(f"data.x is a meta tensor of shape {tuple(x.shape)}: it holds no features to gather")
+    if isinstance(x, torch.Tensor) and x.dtype not in _X_DTYPES:
+        raise TypeError(f"data.x has dtype {x.dtype}, which the feature gather does not support: pass floating "
+                        f"(float16, bfloat16, float32, float64), integer or bool features")
     if x is not None:
-        if not isinstance(x, torch.Tensor) or x.dim() != 2:
-            raise ValueError(f"data.x must be a 2-D tensor or numpy array [num_nodes, num_features], got "
-                             f"{type(x).__name__} of shape {tuple(getattr(x, 'shape', ()))}")
+        if not isinstance(x, torch.Tensor) or x.dim() not in (1, 2):
+            raise ValueError(f"data.x must be a tensor or numpy array of shape [num_nodes, num_features] or "
+                             f"[num_nodes], got {type(x).__name__} of shape {tuple(getattr(x, 'shape', ()))}")
         if x.size(0) != num_nodes:
             raise ValueError(f"data.x has {x.size(0)} rows, expected num_nodes={num_nodes}")
+        if x.dim() == 1:  # a view: pinned in place, or read where it is, as a 2-D x
+            attrs.flat_x, x = True, x.unsqueeze(1)
     return attrs, x
 
 

@@ -91,12 +91,12 @@ class Assembler:
         # mark spares tritongnn.nn's layers a host sync each checking it
         batch = Data(edge_index=mark_sorted_by_dst(edge_index_of(out.row, out.col)), n_id=n_id)
         if x is not None:
-            batch.x = x
+            batch.x = self.batch_x(x)
         if self.host_stats is not None:
             reused = None
             if reuse is not None:
                 reused = reuse.served(out.node, dynamic.slot if dynamic is not None else None)
-                reuse.remember(out.node, batch.x)
+                reuse.remember(out.node, x)
             self.host_stats.record(out.node, out.col, out.num_sampled_nodes, self.num_feature,
                                    self.num_adjacency, dynamic.observe(out.node) if dynamic is not None else None,
                                    reused)
@@ -104,7 +104,7 @@ class Assembler:
             batch.num_nodes = n_id.numel()
         for key, (value, dim) in self.attrs.node.items():
             batch[key] = rows[key] if dim == 0 else value.index_select(dim, n_id)
-        if self.attrs.edge:
+        if out.edge is not None:  # (the loader's sampler returns it: ``arguments.gives_e_id``)
             batch.e_id = out.edge
             for key, (value, dim) in self.attrs.edge.items():
                 batch[key] = value.index_select(dim, out.edge)
@@ -122,6 +122,11 @@ class Assembler:
             x = gather_rows(self.x, node, x, **tiers, validate=False)  # the sampler's ids
         rows = {key: value.index_select(0, n_id) for key, (value, dim) in self.attrs.node.items() if dim == 0}
         return n_id, x, rows
+
+    def batch_x(self, x: torch.Tensor) -> torch.Tensor:
+        """A batch's gathered rows ``x`` (``[n, D]``) as its ``x``: 1-D
+        again where ``data.x`` was (``Attributes.flat_x``)."""
+        return x.squeeze(1) if self.attrs.flat_x else x
 
     def complete(self, batch: Data, input_id: torch.Tensor, out) -> Data:
         """``batch`` (its nodes' and edges' tensors set) with the graph

@@ -3,8 +3,9 @@
 Same arguments for the common case, same batches: a ``Data`` with ``x, y,
 edge_index, n_id, input_id, batch_size, num_sampled_nodes, num_sampled_edges``
 (plus every other node attribute sliced by ``n_id``, and ``e_id`` with edge
-attributes sliced by it when the graph has any). Nodes and edges come in hop
-order, seeds first; ``edge_index[0]`` is the sampled neighbour,
+attributes sliced by it when the graph has any, or ``e_id`` alone where it
+costs no map of its own: ``arguments.gives_e_id``). Nodes and edges come in
+hop order, seeds first; ``edge_index[0]`` is the sampled neighbour,
 ``edge_index[1]`` the node it was sampled for, so PyG models run unchanged,
 ``trim_to_layer`` included.
 
@@ -27,7 +28,6 @@ references of the kernels.
 from __future__ import annotations
 
 import logging
-import weakref
 
 import torch
 
@@ -42,6 +42,7 @@ from ..sampling.arguments import check_num_neighbors
 from ..sampling.sampler import NeighborSampler
 from . import arguments
 from .assemble import Assembler
+from .call import OnePass, batch_of
 from .pipeline import Prefetcher
 from .placement import choose_placement
 from .replay import ReplayState, reads_no_host_rows
@@ -285,7 +286,7 @@ class NeighborLoader:
         self.transform, self.placement, self.prefetch = transform, placement, prefetch
         self.rank, self.world_size = resolve_ranks(rank, world_size)
         self.epoch = 0
-        self._open_pass = None  # weakref to the open pass's generator (one pass at a time)
+        self.open_pass = OnePass()
         self._streams = None  # the producer's (sampling, gather, staging) streams: made once, one pass at a time
         self.replay = ReplayState()  # the replayed batches' slots, kept across passes
         self._shards = None
@@ -317,7 +318,8 @@ class NeighborLoader:
         # the input nodes in the sampler's ids: internal (hot-first) ones with a cache
         self.seeds = self.input_nodes if self.cache is None else self.cache.new_id[self.input_nodes]
         self.sampler = NeighborSampler(self.graph, self.num_neighbors, replace, self.device,
-                                       return_eid=bool(attrs.edge), method=sample_kernel,
+                                       return_eid=arguments.gives_e_id(attrs, self.cache is not None, data.edge_index),
+                                       method=sample_kernel,
                                        **(self.cache.adjacency_tiers if self.cache else {}))
         self.stats_history: list[dict] = []
         self.times = StageTimes(self.device)
@@ -378,17 +380,14 @@ class NeighborLoader:
     # -- passes -----------------------------------------------------------
 
     def __iter__(self):
-        # One pass at a time: two open passes would share the sampler's id
-        # map and captured graphs, the dynamic cache and group staging, and
-        # with prefetch their producers run on unordered streams (wrong ids,
-        # or rows staged by the other pass). Closing the open one stops its
-        # producer (its generator's finally: drain, join, fence).
-        open_pass = self._open_pass() if self._open_pass is not None else None
-        if open_pass is not None:
-            open_pass.close()
-        epoch = self._pass()
-        self._open_pass = weakref.ref(epoch)
-        return epoch
+        return self.open_pass.start(self._pass())  # (ending the pass still open: ``call.OnePass``)
+
+    def __call__(self, index):
+        """The batch of the seeds at positions ``index`` (a tensor, list,
+        tuple, range or numpy array) of ``input_nodes``, as PyG's
+        ``NodeLoader.__call__`` (``tritongnn.loader.call``); it ends the
+        pass still open, as ``iter(loader)`` does, and counts in ``stats``."""
+        return batch_of(self, index)
 
     def _pass(self):
         if self.times.batches:
@@ -416,12 +415,12 @@ class NeighborLoader:
 
     def _replays_batches(self) -> bool:
         """Whether passes replay batches from CUDA graphs
-        (``tritongnn.loader.replay``): where no row a batch reads crosses
-        PCIe (there the step is bound by the host; a dynamic cache or reuse
-        exists only where rows do) and nothing a batch reads changes between
-        batches outside the graphs (no reorder; one batch a pass; no edge
-        attributes or ``e_id``; node attributes along dim 0), with
-        ``prefetch``, where the sampler captures."""
+        (``tritongnn.loader.replay``): where no row a batch reads crosses PCIe
+        (there the step is bound by the host; a dynamic cache or reuse exists
+        only where rows do) and nothing a batch reads changes between batches
+        outside the graphs (no reorder; one batch a pass; no edge attributes,
+        nor an ``e_id`` through ``edge_perm``; node attributes along dim 0),
+        with ``prefetch``, where the sampler captures."""
         attrs = self.assembler.attrs
         return (self._reads_no_host_rows() and self.prefetch > 0
                 and self.replay.possible(self.sampler, self.device) and self.super_batch == 1

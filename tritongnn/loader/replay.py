@@ -158,7 +158,8 @@ class _Slot:
         # the buffers handed out, and the tensors viewing each while none is
         # (the storage's own reference: the tensor kept here)
         self.bases = list(dict.fromkeys([self.packed.node, self.packed.edges, self.n_id]
-                                        + ([self.x] if self.x is not None else []) + list(self.attrs.values())))
+                                        + [t for t in (self.packed.eid, self.x) if t is not None]
+                                        + list(self.attrs.values())))
         self.idle = [_use_count(t) for t in self.bases]
 
     def found_free(self, streams) -> None:
@@ -340,11 +341,13 @@ class ReplayedBatches:
                 ready.record(self.gather_stream)
         batch = Data(edge_index=mark_sorted_by_dst(edge_index), n_id=n_id)
         if x is not None:
-            batch.x = x
+            batch.x = assembler.batch_x(x)
         if assembler.x is None or assembler.attrs.set_num_nodes:
             batch.num_nodes = n
         for key, value in attrs.items():
             batch[key] = value
+        if out.edge is not None:  # the CSC positions: the edge ids of a graph without edge_perm
+            batch.e_id = out.edge
         slot.handed = True
         self.loader.times.add_batch(start, sampled, sampled, gathered)  # the gather starts where sampling ends
         return assembler.complete(batch, input_id, out), (ready if self.cuda else None), built

@@ -21,6 +21,7 @@ from .functional import add_bias, linear
 
 _KERNEL_AGGRS = {"mean": "mean", "sum": "sum", "add": "sum"}
 
+
 class _KernelPropagate:
     """``propagate`` through ``kernels.aggregate`` for layers whose message
     is ``x_j``, optionally times ``edge_weight``; PyG's own otherwise."""
@@ -154,6 +155,24 @@ class SAGEConv(_KernelPropagate, PyGSAGEConv):
         return out.addmm_(x_dst, self.lin_r.weight.t())
 
 
+def _check_edge_weight(edge_weight, edge_index) -> None:
+    """``edge_weight`` one weight per edge of a dense ``edge_index``:
+    ``[E]``, or ``[E, 1]`` (PyG's normalisation takes that too and gives
+    the same output). PyG indexes anything else with an edge mask first (an
+    IndexError, or a shape error deep in the aggregation); a sparse
+    ``edge_index`` carries its own weights."""
+    if edge_weight is None or not (isinstance(edge_index, torch.Tensor) and edge_index.layout == torch.strided
+                                   and edge_index.dim() == 2):
+        return
+    if not isinstance(edge_weight, torch.Tensor):
+        raise TypeError(f"edge_weight must be a tensor of shape [{edge_index.size(1)}], got "
+                        f"{type(edge_weight).__name__}")
+    num_edges = edge_index.size(1)
+    if tuple(edge_weight.shape) not in ((num_edges,), (num_edges, 1)):
+        raise ValueError(f"edge_weight must have shape [{num_edges}] (one weight per edge of edge_index "
+                         f"{tuple(edge_index.shape)}), got {tuple(edge_weight.shape)}")
+
+
 class GCNConv(_KernelPropagate, PyGGCNConv):
     """PyG's ``GCNConv``; ``propagate`` aggregates the normalised messages in
     one Triton kernel.
@@ -182,6 +201,7 @@ class GCNConv(_KernelPropagate, PyGGCNConv):
     propagate = _KernelPropagate.propagate
 
     def forward(self, x, edge_index, edge_weight=None):
+        _check_edge_weight(edge_weight, edge_index)
         if isinstance(x, (tuple, list)):
             if not (len(x) == 2 and all(isinstance(t, torch.Tensor) for t in x) and _leads(*x)):
                 return PyGGCNConv.forward(self, x, edge_index, edge_weight)  # its ValueError

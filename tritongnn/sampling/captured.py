@@ -117,24 +117,28 @@ class CapturedHops:
 class PackedBatch(CapturedHops):
     """One batch's hops and its copy-out in one graph: after the hops, the
     batch's ``node`` (seeds, then each hop's new nodes) and its edges
-    (``edges[:E]`` the rows, ``edges[E:2E]`` the columns: ``edge_index``
-    as one ``[2, E]`` view) are packed into buffers of their own, sized by
-    the hops' bounds, at offsets the device computes
-    (``kernels.pack_prefixes``), and every hop's sizes are copied to pinned
-    host memory (``sizes_host``). What a replay leaves is then read after
-    one wait on the replay's stream, with no launch: the batch's tensors are
-    views (``outputs``). A replay overwrites them: the loader's
-    ``ReplayedBatches`` (``tritongnn.loader.replay``) keeps a ring of these,
-    one per batch in flight or held.
+    (``edges[:E]`` the rows, ``edges[E:2E]`` the columns: ``edge_index`` as
+    one ``[2, E]`` view) are packed into buffers of their own, sized by the
+    hops' bounds, at offsets the device computes
+    (``kernels.pack_prefixes``), with ``return_eid`` the edges' CSC
+    positions too (``eid``: the edge ids where the graph has no
+    ``edge_perm``, which a packed batch does not apply), and every hop's
+    sizes are copied to pinned host memory (``sizes_host``). What a replay
+    leaves is then read after one wait on the replay's stream, with no
+    launch: the batch's tensors are views (``outputs``). A replay overwrites
+    them: the loader's ``ReplayedBatches`` (``tritongnn.loader.replay``)
+    keeps a ring of these, one per batch in flight or held.
 
     On a CPU (tests, under Triton's interpreter) nothing is captured: each
     replay runs the same work eagerly into the same buffers.
     """
 
     def __init__(self, sampler, batch_size: int):
-        if sampler.return_eid:
-            raise ValueError("a packed batch has no e_id: build the sampler with return_eid=False")
-        self.node = self.edges = self.sizes_host = None
+        if sampler.return_eid and sampler.graph.edge_perm is not None:
+            raise ValueError("a packed batch has no e_id through edge_perm: build the sampler with "
+                             "return_eid=False, or over a graph without edge_perm")
+        self.node = self.edges = self.eid = self.sizes_host = None
+        self._with_eid = sampler.return_eid
         super().__init__(sampler, batch_size)
 
     def _run(self):
@@ -147,6 +151,8 @@ class PackedBatch(CapturedHops):
             # for every lookup that runs over the whole buffer
             self.node = torch.zeros(node_bound, dtype=torch.int64, device=device)
             self.edges = torch.empty(2 * edge_bound, dtype=torch.int64, device=device)
+            if self._with_eid:
+                self.eid = torch.empty(edge_bound, dtype=torch.int64, device=device)
             # (registered in place, not torch's caching host allocator: a
             # copy into its blocks records an event, which a capture refuses)
             self.sizes_host = pinned_empty((2 * len(hops),), torch.int64, device)
@@ -156,6 +162,8 @@ class PackedBatch(CapturedHops):
         counts = [e.num_edges for e, _ in hops]
         self.num_edges = pack_prefixes([m.local for _, m in hops], counts, self.edges)
         pack_prefixes([e.dst for e, _ in hops], counts, self.edges, start=self.num_edges)
+        if self.eid is not None:
+            pack_prefixes([e.eid for e, _ in hops], counts, self.eid)
         if hops:
             self.sizes_host.copy_(self.sizes, non_blocking=True)
 
@@ -170,6 +178,7 @@ class PackedBatch(CapturedHops):
         num_seeds = self.seeds.numel()
         n, e = num_seeds + sum(num_new), sum(num_edges)
         edge_index = self.edges[:2 * e].view(2, e)
-        out = SamplerOutput(node=self.node[:n], row=edge_index[0], col=edge_index[1], edge=None,
+        out = SamplerOutput(node=self.node[:n], row=edge_index[0], col=edge_index[1],
+                            edge=None if self.eid is None else self.eid[:e],
                             num_sampled_nodes=[num_seeds] + num_new, num_sampled_edges=num_edges)
         return out, edge_index

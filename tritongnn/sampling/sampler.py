@@ -307,12 +307,13 @@ class NeighborSampler:
         """A new ``PackedBatch`` for batches of ``batch_size`` seeds (its
         graph captured on a GPU), or None where one cannot be: a hop that
         syncs (fanout -1, a frontier past ``_SYNC_ABOVE``), more id-map keys
-        than ``_GRAPH_KEYS_MAX``, ``return_eid``, captures off
-        (``cuda_graph=False``), or a CPU without Triton's interpreter."""
+        than ``_GRAPH_KEYS_MAX``, ``return_eid`` through ``edge_perm``,
+        captures off (``cuda_graph=False``), or a CPU without Triton's
+        interpreter."""
         check_positive_int("batch_size", batch_size)
         keys = self._keys_bound(batch_size)
         capturable = self.cuda_graph or (self.device.type == "cpu" and use_triton(self.device))
-        if not capturable or self.return_eid or not 0 < keys <= _GRAPH_KEYS_MAX:
+        if not capturable or self._edge_perm is not None or not 0 < keys <= _GRAPH_KEYS_MAX:
             return None
         return PackedBatch(self, batch_size)
 
