@@ -203,7 +203,7 @@ def test_cora_accuracy():
     (dict(disjoint=True), NotImplementedError, "disjoint"),
     (dict(subgraph_type="induced"), NotImplementedError, "subgraph_type"),
     (dict(input_time=torch.zeros(300)), NotImplementedError, "input_time"),
-    (dict(weight_attr="w"), NotImplementedError, "weight_attr"),
+    (dict(weight_attr="w"), ValueError, "weight_attr=.w. is not an attribute of data"),
     (dict(directed=False), NotImplementedError, "directed"),
     (dict(no_such_argument=1), TypeError, "no_such_argument"),
     (dict(input_id=torch.arange(300)), NotImplementedError, "input_id"),  # PyG's NodeLoader's own

@@ -108,6 +108,79 @@ def sample_neighbors(indptr, indices, frontier, frontier_local, num_frontier, fa
     return HopSample(src, dst.contiguous(), pos if return_eid else None, num_edges, batch, edge_ptr)
 
 
+def _row_positions(start, degree):
+    """``(owner, pos)``: every CSC position of the rows ``start[i] ..
+    start[i] + degree[i] - 1``, row after row, and the row each is of."""
+    owner = torch.repeat_interleave(torch.arange(degree.numel(), device=degree.device), degree)
+    first = torch.cumsum(degree, 0) - degree
+    return owner, start[owner] + torch.arange(owner.numel(), device=degree.device) - first[owner]
+
+
+def weighted_picks(weight, degree, fanout, replace, generator=None) -> torch.Tensor:
+    """``[n, fanout]`` row positions drawn by weight for rows of ``degree``
+    (``>= 1``; ``> fanout`` without replacement) whose weights are
+    ``weight`` end to end: i.i.d. draws, each ``i`` with probability ``w_i /
+    W`` (a row of zero total weight: uniform), or Efraimidis and Spirakis'
+    ``fanout`` smallest keys ``-log(u) / w`` (zero weights last, in random
+    order), smallest first."""
+    n, device = degree.numel(), degree.device
+    owner = torch.repeat_interleave(torch.arange(n, device=device), degree)
+    first = torch.cumsum(degree, 0) - degree
+    w = weight.to(torch.float64)
+    if replace:
+        cum = torch.cumsum(w, 0)
+        end = cum[first + degree - 1]
+        base = end - torch.zeros(n, dtype=torch.float64, device=device).index_add_(0, owner, w)
+        u = torch.rand(n, fanout, generator=generator, dtype=torch.float64, device=device)
+        # the first position whose prefix sum passes the target: a zero weight never does
+        pos = torch.searchsorted(cum, base[:, None] + u * (end - base)[:, None], right=True)
+        pick = torch.minimum(pos - first[:, None], degree[:, None] - 1)
+        uniform = torch.minimum((u * degree[:, None]).long(), degree[:, None] - 1)
+        return torch.where((end > base)[:, None], pick, uniform)
+    u = torch.rand(w.numel(), generator=generator, dtype=torch.float64, device=device)
+    key = torch.where(w > 0, -torch.log1p(-u) / w.clamp(min=torch.finfo(torch.float64).tiny), torch.inf)
+    tie = torch.rand(w.numel(), generator=generator, dtype=torch.float64, device=device)
+    order = torch.argsort(tie)  # zero weights (key +inf) in random order; then by key, then by row
+    order = order[torch.argsort(key[order], stable=True)]
+    order = order[torch.argsort(owner[order], stable=True)]
+    rank = torch.arange(order.numel(), device=device) - first[owner[order]]
+    keep = rank < fanout
+    pick = torch.empty(n, fanout, dtype=torch.int64, device=device)
+    pick[owner[order][keep], rank[keep]] = order[keep] - first[owner[order][keep]]
+    return pick
+
+
+def sample_weighted(indptr, indices, edge_weight, frontier, frontier_local, num_frontier, fanout,
+                    replace=False, generator=None, return_eid=False, frontier_batch=None,
+                    batch_ptr=None) -> HopSample:
+    """Reference of ``kernels.sample.sample_neighbors`` with ``edge_weight``
+    (``kernels.sample_weighted``'s semantics; exactly sized outputs)."""
+    n = int(num_frontier.reshape(-1)[0])
+    nodes = frontier[:n]
+    start = indptr[nodes]
+    degree = indptr[nodes + 1] - start
+    if fanout <= 0:  # every neighbour (weights unread), or none
+        return sample_neighbors(indptr, indices, frontier, frontier_local, num_frontier, fanout, replace,
+                                generator, return_eid, frontier_batch, batch_ptr)
+    count = sample_counts(degree, fanout, replace)
+    pick = torch.arange(fanout, device=nodes.device).repeat(n, 1)
+    m_draw = degree > 0 if replace else degree > fanout
+    if m_draw.any():
+        _, pos = _row_positions(start[m_draw], degree[m_draw])
+        pick[m_draw] = weighted_picks(edge_weight[pos], degree[m_draw], fanout, replace, generator)
+    m_edge = torch.arange(fanout, device=nodes.device)[None, :] < count[:, None]
+    pos = (start[:, None] + pick)[m_edge]
+    total = int(count.sum())
+    batch, edge_ptr = None, torch.tensor([0, total], dtype=torch.int64, device=nodes.device)
+    if frontier_batch is not None:
+        batch = frontier_batch[:n, None].expand(n, fanout)[m_edge].contiguous()
+        edge_ptr = classify_frontier(indptr, frontier, num_frontier, fanout, replace, frontier_batch,
+                                     batch_ptr).edge_ptr
+    return HopSample(indices[pos].to(torch.int64), frontier_local[:n, None].expand(n, fanout)[m_edge].contiguous(),
+                     pos if return_eid else None, torch.tensor([total], dtype=torch.int64, device=nodes.device),
+                     batch, edge_ptr)
+
+
 class IdMap:
     """Reference of ``kernels.id_map.IdMap``: sorted keys + searchsorted."""
 

@@ -1,4 +1,4 @@
-"""Uniform neighbour sampling for one hop, on the GPU: the dispatcher.
+"""Neighbour sampling for one hop, on the GPU: the dispatcher.
 
 Layout. The graph is CSC: the in-neighbours (message sources) of node ``v``
 are ``indices[indptr[v]:indptr[v + 1]]``. ``indptr``/``indices`` may live in
@@ -29,6 +29,10 @@ Methods (``sample_neighbors(method=)``), the same edges for the same seed:
   scanning its block of the frontier, drawing one node a lane, and finding
   where its edges start by a look-back over the blocks before it.
 - ``"auto"``: chosen from where the rows are read (``auto_method``).
+
+With ``edge_weight`` (PyG's ``weight_attr``) every method samples by weight
+through one kernel, ``sample_weighted``, after the same classifier: the
+method then only names the uniform kernels it would have run.
 
 Random numbers are Philox (``tl.randint4x``, four words an evaluation)
 keyed by a per-launch seed drawn from the caller's ``torch.Generator`` and
@@ -104,6 +108,7 @@ from ._launch import check_dense_index, check_readable, l2_bytes, next_power_of_
 from .sample_foundation import _all_kernel, _launch_settings, _sample_kernel
 from .sample_fused import launch_fused
 from .sample_grouped import launch_grouped
+from .sample_weighted import launch_weighted
 
 
 def _check_batches(frontier, frontier_batch, batch_ptr, seed, device):
@@ -152,6 +157,7 @@ def sample_neighbors(
     method: str = "foundation",
     d_max: int = 64,
     sort_frontier: bool | None = None,
+    edge_weight: torch.Tensor | None = None,
 ) -> HopSample:
     """Sample up to ``fanout`` in-neighbours of every frontier node, for one
     batch or for the K sub-batches of a super-batch in one launch.
@@ -202,6 +208,10 @@ def sample_neighbors(
             where every row is read through UVA and the host arrays outgrow
             the L2 (``sorts_frontier``). The fused kernel reads in frontier
             order only: True with it raises ValueError.
+        edge_weight: ``[E]`` float32 non-negative weight of each CSC
+            position (where ``indices`` is), or None (uniform): neighbours
+            are drawn in proportion to weight (``kernels.sample_weighted``,
+            PyG's ``weight_attr``) by one kernel whatever the ``method``.
 
     Returns:
         ``HopSample``: edges grouped by target in frontier order (so by
@@ -232,6 +242,14 @@ def sample_neighbors(
     if hot_indptr is not None and hot_indices is not None:
         check_dense_index(hot_indptr, "hot_indptr", (torch.int64,))
         check_dense_index(hot_indices, "hot_indices", (torch.int32, torch.int64))
+    weighted = edge_weight is not None and fanout > 0
+    if edge_weight is not None:
+        check_dense_index(edge_weight, "edge_weight", (torch.float32,))
+        if edge_weight.numel() != indices.numel():
+            raise ValueError(f"edge_weight has {edge_weight.numel()} entries, indices {indices.numel()} "
+                             f"(one weight per CSC position)")
+    if weighted:  # the weighted kernel follows the classifier, whatever the method
+        method = "foundation"
     # after the checks: the rule and auto read the arrays' placement and sizes
     if sort_frontier is None:
         sort_frontier = visits_in_node_order(method, indptr, indices, device, hot_indptr, hot_indices)
@@ -240,6 +258,9 @@ def sample_neighbors(
     if sort_frontier and method == "fused" and fanout >= 0:
         raise ValueError("sort_frontier=True: method='fused' reads the frontier in its own order "
                          "(its look-back scan); take another method or sort_frontier=None")
+    if not use_triton(device) and weighted:
+        return reference.sample_weighted(indptr, indices, edge_weight, frontier, frontier_local, num_frontier,
+                                         fanout, replace, generator, return_eid, frontier_batch, batch_ptr)
     if not use_triton(device):
         return reference.sample_neighbors(indptr, indices, frontier, frontier_local, num_frontier, fanout,
                                           replace, generator, return_eid, frontier_batch, batch_ptr)
@@ -306,6 +327,13 @@ def sample_neighbors(
                          edge_ptr)
 
     if slots:
+        if weighted:
+            check_readable(edge_weight, device, "edge_weight")
+            launch_weighted(indices, hot_indices, edge_weight, frontier_local, classified, num_frontier,
+                            frontier_batch, batch_ptr, src, dst, eid, batch, seed, hot_indices.numel(), fanout,
+                            replace, return_eid, tiered, has_batch)
+            return HopSample(src, dst, eid if return_eid else None, num_edges, batch if has_batch else None,
+                             edge_ptr)
         if method != "foundation":
             launch_grouped(indices, hot_indices, frontier_local, classified, num_frontier,
                            frontier_batch if has_batch else None, batch_ptr if has_batch else None, src, dst, eid,

@@ -17,7 +17,7 @@ from .._checks import check_positive_int
 from ..kernels._launch import check_ids_in_range
 from ..cache.allocator import check_budget
 from ..cache.reorder import check_group
-from ..graph import in_target_order
+from ..graph import CSCGraph, in_target_order
 from ..host_memory import pinned_empty
 from ..kernels.sample import METHODS as SAMPLE_METHODS
 from .placement import PLACEMENTS
@@ -30,7 +30,6 @@ _UNSUPPORTED = {
     "disjoint": False,
     "temporal_strategy": "uniform",
     "time_attr": None,
-    "weight_attr": None,
     "transform_sampler_output": None,
     "neighbor_sampler": None,
     "directed": True,
@@ -131,6 +130,8 @@ def check_kwargs(kwargs: dict) -> None:
                           stacklevel=3)
         elif name == "is_sorted":
             continue  # a hint for PyG's CSC conversion; ours sorts either way
+        elif name == "weight_attr":
+            continue  # checked against data by check_weight_attr
         else:
             raise TypeError(f"NeighborLoader got an unexpected keyword argument {name!r}")
 
@@ -165,6 +166,70 @@ def check_edge_index(edge_index) -> None:
         raise TypeError(f"data.edge_index must hold integer node ids, got dtype {edge_index.dtype}")
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(f"data.edge_index must have shape [2, num_edges], got {tuple(edge_index.shape)}")
+
+
+def check_weight_attr(data: Data, weight_attr, replace: bool) -> torch.Tensor | None:
+    """``data[weight_attr]``, the edge weights PyG's ``weight_attr`` names,
+    checked (None for None): a 1-D floating tensor (or numpy array) of one
+    finite, non-negative weight per edge; with replacement every node with
+    in-edges must have some positive weight among them (PyG's
+    ``torch.multinomial`` raises on a zero sum). Not modified."""
+    if weight_attr is None:
+        return None
+    if not isinstance(weight_attr, str):
+        raise TypeError(f"weight_attr must be the name (a str) of an edge attribute of data, "
+                        f"got {type(weight_attr).__name__} {weight_attr!r}")
+    if weight_attr not in data.keys():
+        raise ValueError(f"weight_attr={weight_attr!r} is not an attribute of data (its attributes: "
+                         f"{sorted(data.keys())})")
+    value = data[weight_attr]
+    if not isinstance(value, (torch.Tensor, np.ndarray)):
+        raise TypeError(f"weight_attr={weight_attr!r}: data.{weight_attr} must be a tensor of edge weights, "
+                        f"got {type(value).__name__}")
+    weight = as_tensor(value, f"data.{weight_attr}")
+    edges = num_edges(data)
+    if weight.dim() != 1 or weight.numel() != edges or not data.is_edge_attr(weight_attr):
+        raise ValueError(f"weight_attr={weight_attr!r}: data.{weight_attr} must be an edge attribute of shape "
+                         f"[{edges}] (one weight per edge), got shape {tuple(weight.shape)}")
+    if not weight.dtype.is_floating_point:
+        raise TypeError(f"weight_attr={weight_attr!r}: data.{weight_attr} must hold floating-point weights, "
+                        f"got {weight.dtype}")
+    # float32 is what the kernels read: a float64 weight past its range is refused too
+    bad = ~(weight.to(torch.float32).isfinite() & (weight >= 0))
+    if bool(bad.any()):
+        edge = int(bad.nonzero()[0])
+        raise ValueError(f"weight_attr={weight_attr!r}: edge weights must be finite, non-negative float32 "
+                         f"values; data.{weight_attr}[{edge}] = {float(weight[edge])}")
+    if replace and edges:
+        target = data.edge_index[1].to(weight.device, torch.int64)
+        total = torch.zeros(data.num_nodes, dtype=torch.float64, device=weight.device)
+        total.index_add_(0, target, weight.to(torch.float64))
+        empty = (torch.bincount(target, minlength=data.num_nodes) > 0) & (total == 0)
+        if bool(empty.any()):
+            node = int(empty.nonzero()[0])
+            raise ValueError(f"weight_attr={weight_attr!r} with replace=True: node {node}'s in-edges all have "
+                             f"weight 0, so there is no distribution to draw its neighbours from (PyG's "
+                             f"torch.multinomial raises on it)")
+    return weight
+
+
+def csc_edge_weight(weight: torch.Tensor | None, graph: CSCGraph, device: torch.device) -> torch.Tensor | None:
+    """``weight`` (in ``edge_index`` order) as the sampler on ``device``
+    reads it: float32 in the graph's CSC order (``weight[graph.edge_perm]``),
+    where the graph's ``indices`` are (GPU, host memory pinned for
+    ``device``, or the CPU); copied in chunks of 2^24 edges. None for None."""
+    if weight is None:
+        return None
+    perm, indices = graph.edge_perm, graph.indices
+    if perm is None:
+        raise ValueError("edge weights follow the graph's edge_perm: build the graph with keep_edge_perm=True")
+    out = pinned_empty(perm.shape, torch.float32, device) if graph.is_pinned else \
+        torch.empty(perm.shape, dtype=torch.float32, device=indices.device)
+    step = 1 << 24
+    for lo in range(0, perm.numel(), step):
+        part = perm[lo:lo + step].to(weight.device)
+        out[lo:lo + step].copy_(weight[part].to(torch.float32))
+    return out
 
 
 def check_settings(*, batch_size, super_batch, sample_kernel, placement, prefetch, generator, seed,

@@ -192,31 +192,28 @@ class NeighborLoader:
             those of ``super_batch=1`` for the same seed, the last
             super-batch may hold fewer batches (or a short last one). Its
             sampling time is spread evenly over its batches in ``stats``.
-            With the adjacency in GPU memory, what a pass saves is each
-            batch's fixed host cost, not GPU work (the id map's and the
-            sampling kernel's work is per sampled neighbour): it pays
-            where a batch's GPU work is small next to that cost. Measured
-            on an H200, the sampler alone,
-            ``super_batch=8`` against 1 (``bench/results/README.md``):
-            cnr2000 in GPU memory 1.29-2.03x; a 5x10^7-node graph through
-            UVA 1.43-1.48x, with the adjacency cache holding a quarter or
-            half of its edges 1.38-1.71x (three quarters 1.26-1.28x, 90 %
-            1.14-1.27x), in GPU memory 1.03-1.51x at batch 8000 (both
-            samplers built with ``cuda_graph=False``: 2.2-3.4x) and
-            1.24-1.79x at batches of 1024-4000 (``super_batch=2`` on that
-            graph in GPU memory: 0.97-1.06x at batches of 1024 and 8000).
-            Peak sampler memory grows about K-fold
-            (0.96 GB at K=1 to 8.7 GB at K=8, batch 8000, [15, 10, 5]).
-            Each batch is gathered on its own.
-            Past 1 the loader does not replay batches ahead of the loop
-            (``tritongnn.loader.replay``, its default where no row crosses
-            PCIe): each super-batch is one ``sample_many`` call (on the
-            producer thread, with ``prefetch``).
-            Where K x num_nodes id-map words pass the direct table's
-            4 GiB, fewer go in each pass (``NeighborSampler.sample_many``).
-            With ``reorder_group`` the two are independent: batches are
-            sampled K at a time and reordered G at a time (with G a multiple
-            of K, each group is G / K whole super-batches).
+            With the adjacency in GPU memory, what a pass saves is each batch's
+            fixed host cost, not GPU work (the id map's and the sampling
+            kernel's work is per sampled neighbour): it pays where a batch's GPU
+            work is small next to that cost. Measured on an H200, the sampler
+            alone, ``super_batch=8`` against 1 (``bench/results/README.md``):
+            cnr2000 in GPU memory 1.29-2.03x; a 5x10^7-node graph through UVA
+            1.43-1.48x, with the adjacency cache holding a quarter or half of
+            its edges 1.38-1.71x (three quarters 1.26-1.28x, 90 % 1.14-1.27x),
+            in GPU memory 1.03-1.51x at batch 8000 (both samplers built with
+            ``cuda_graph=False``: 2.2-3.4x) and 1.24-1.79x at batches of
+            1024-4000 (``super_batch=2`` on that graph in GPU memory: 0.97-1.06x
+            at batches of 1024 and 8000). Peak sampler memory grows about K-fold
+            (0.96 GB at K=1 to 8.7 GB at K=8, batch 8000, [15, 10, 5]). Each
+            batch is gathered on its own. Past 1 the loader does not replay
+            batches ahead of the loop (``tritongnn.loader.replay``, its default
+            where no row crosses PCIe): each super-batch is one ``sample_many``
+            call (on the producer thread, with ``prefetch``). Where K x
+            num_nodes id-map words pass the direct table's 4 GiB, fewer go in
+            each pass (``NeighborSampler.sample_many``). With ``reorder_group``
+            the two are independent: batches are sampled K at a time and
+            reordered G at a time (with G a multiple of K, each group is G / K
+            whole super-batches).
         feature_dtype: store ``data.x`` in this narrower floating dtype
             (``torch.float16`` or ``torch.bfloat16`` for float32 features,
             also ``torch.float32`` for float64 ones)
@@ -231,9 +228,10 @@ class NeighborLoader:
             rank only where it builds a tier of its own); values that overflow the
             dtype (float16: magnitudes of 65520 and more) raise ValueError;
             inf and NaN in ``data.x`` stay so. None: as given.
-        **kwargs: other PyG/DataLoader arguments: worker settings warn that
-            they have no effect; features not supported yet raise
-            ``NotImplementedError`` naming the argument.
+        **kwargs: ``weight_attr`` (PyG's): the name of an edge attribute of ``data``
+            of finite, non-negative float edge weights: neighbours are drawn in proportion to weight
+            (``tritongnn.kernels.sample_weighted``); other PyG/DataLoader arguments: worker settings warn
+            that they have no effect; features not supported yet raise ``NotImplementedError`` naming it.
 
     Example:
         >>> loader = NeighborLoader(data, num_neighbors=[10, 10], batch_size=128,
@@ -255,6 +253,7 @@ class NeighborLoader:
                  build_dir=None, **kwargs):
         arguments.check_kwargs(dict(kwargs, input_time=input_time))
         arguments.check_data(data)
+        weight = arguments.check_weight_attr(data, kwargs.get("weight_attr"), replace)  # PyG's weight_attr
         arguments.check_settings(batch_size=batch_size, super_batch=super_batch, sample_kernel=sample_kernel,
                                  placement=placement, prefetch=prefetch, generator=generator, seed=seed,
                                  feature_dtype=feature_dtype, share_host_memory=share_host_memory,
@@ -307,7 +306,7 @@ class NeighborLoader:
                               batch_size=batch_size, memory_reserve=self.memory_reserve,
                               warm_budget=warm_budget or 0, prefetch=prefetch, build_dir=build_dir)
         self.graph, self.x, self.cache = builder.build(
-            data.edge_index, num_nodes, features, feature_dtype, keep_edge_perm=bool(attrs.edge),
+            data.edge_index, num_nodes, features, feature_dtype, keep_edge_perm=bool(attrs.edge) or weight is not None,
             share_host_memory=share_host_memory, cache_budget=cache_budget, replace=replace,
             cache_profile=cache_profile, profile_epochs=profile_epochs, cache_policy=cache_policy,
             dynamic=dynamic)
@@ -320,6 +319,7 @@ class NeighborLoader:
         self.sampler = NeighborSampler(self.graph, self.num_neighbors, replace, self.device,
                                        return_eid=arguments.gives_e_id(attrs, self.cache is not None, data.edge_index),
                                        method=sample_kernel,
+                                       edge_weight=arguments.csc_edge_weight(weight, self.graph, self.device),
                                        **(self.cache.adjacency_tiers if self.cache else {}))
         self.stats_history: list[dict] = []
         self.times = StageTimes(self.device)

@@ -115,6 +115,10 @@ class NeighborSampler:
             the same batches for the same generator state, alone or in
             ``sample_many``'s super-batches (see
             ``kernels.sample.sample_neighbors``).
+        edge_weight: ``[E]`` float32 non-negative weight of each CSC
+            position of ``graph`` (where its ``indices`` are), or None:
+            neighbours drawn in proportion to weight (PyG's ``weight_attr``;
+            ``kernels.sample_weighted``), by one kernel whatever ``method``.
 
     Example:
         >>> sampler = NeighborSampler(graph.to("cuda"), [15, 10, 5], device="cuda")
@@ -126,7 +130,8 @@ class NeighborSampler:
     def __init__(self, graph: CSCGraph, num_neighbors, replace: bool = False,
                  device="cuda", return_eid: bool = False, cuda_graph: bool = True,
                  hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None,
-                 method: str = "auto", d_max: int = 64, adjacency_hit_rate: float | None = None):
+                 method: str = "auto", d_max: int = 64, adjacency_hit_rate: float | None = None,
+                 edge_weight: torch.Tensor | None = None):
         check_method(method, d_max)
         adjacency_hit_rate = check_hit_rate(adjacency_hit_rate)
         self.graph = graph
@@ -149,6 +154,11 @@ class NeighborSampler:
         self._tiers = {} if hot_indptr is None and hot_indices is None else \
             dict(hot_indptr=hot_indptr, hot_indices=hot_indices)
         self._kernel = dict(method=method, d_max=d_max)
+        if edge_weight is not None:  # (checked by every hop's sample_neighbors, without a sync)
+            if not isinstance(edge_weight, torch.Tensor) or edge_weight.shape != (graph.num_edges,):
+                raise ValueError(f"edge_weight must be a tensor of shape [{graph.num_edges}] (one weight per "
+                                 f"edge of the graph), got {tuple(getattr(edge_weight, 'shape', ()))}")
+            self._kernel["edge_weight"] = edge_weight
         if self._tiers and adjacency_hit_rate is not None:  # every hop's visit order, from the expected misses
             self._kernel["sort_frontier"] = visits_in_node_order(
                 method, graph.indptr, graph.indices, self.device, **self._tiers, uva_reads=1 - adjacency_hit_rate)
