@@ -19,20 +19,19 @@ from ..cache.allocator import check_budget
 from ..cache.reorder import check_group
 from ..host_memory import pinned_empty
 from ..kernels.sample import METHODS as SAMPLE_METHODS
+from ..sampling.subgraph import resolve_subgraph_type
 from .placement import PLACEMENTS
 
 # PyG arguments this loader does not implement yet, with the value that means
 # "not used": passing anything else raises NotImplementedError naming it.
 _UNSUPPORTED = {
     "input_time": None,
-    "subgraph_type": "directional",
     "disjoint": False,
     "temporal_strategy": "uniform",
     "time_attr": None,
     "weight_attr": None,
     "transform_sampler_output": None,
     "neighbor_sampler": None,
-    "directed": True,
     "collate_fn": None,
     "sampler": None,
     "batch_sampler": None,
@@ -98,8 +97,13 @@ def as_tensor(value, name: str) -> torch.Tensor:
         raise TypeError(f"{name} is a numpy array of dtype {value.dtype}, which has no torch dtype") from error
 
 
-def check_kwargs(kwargs: dict) -> None:
+def check_kwargs(kwargs: dict) -> str:
+    """PyG's keyword arguments checked (the unsupported refused by name);
+    returns the ``subgraph_type`` they ask for (``directed=False``: PyG's
+    deprecated ``"induced"``, with its warning)."""
     for name, value in kwargs.items():
+        if name in ("subgraph_type", "directed"):
+            continue  # resolve_subgraph_type's
         if name in _UNSUPPORTED:
             default = _UNSUPPORTED[name]
             if isinstance(value, enum.Enum):  # e.g. SubgraphType.directional, PyG's default
@@ -115,6 +119,8 @@ def check_kwargs(kwargs: dict) -> None:
             continue  # a hint for PyG's CSC conversion; ours sorts either way
         else:
             raise TypeError(f"NeighborLoader got an unexpected keyword argument {name!r}")
+    return resolve_subgraph_type(kwargs.get("subgraph_type", "directional"), kwargs.get("directed", True),
+                                 stacklevel=4)
 
 
 def check_data(data) -> None:

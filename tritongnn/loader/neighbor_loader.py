@@ -252,7 +252,7 @@ class NeighborLoader:
                  feature_dtype: torch.dtype | None = None, rank: int | None = None,
                  world_size: int | None = None, share_host_memory: bool = True, memory_reserve="auto",
                  build_dir=None, **kwargs):
-        arguments.check_kwargs(dict(kwargs, input_time=input_time))
+        subgraph_type = arguments.check_kwargs(dict(kwargs, input_time=input_time))
         arguments.check_data(data)
         arguments.check_settings(batch_size=batch_size, super_batch=super_batch, sample_kernel=sample_kernel,
                                  placement=placement, prefetch=prefetch, generator=generator, seed=seed,
@@ -317,7 +317,7 @@ class NeighborLoader:
         # the input nodes in the sampler's ids: internal (hot-first) ones with a cache
         self.seeds = self.input_nodes if self.cache is None else self.cache.new_id[self.input_nodes]
         self.sampler = NeighborSampler(self.graph, self.num_neighbors, replace, self.device,
-                                       return_eid=bool(attrs.edge), method=sample_kernel,
+                                       return_eid=bool(attrs.edge), method=sample_kernel, subgraph_type=subgraph_type,
                                        **(self.cache.adjacency_tiers if self.cache else {}))
         self.stats_history: list[dict] = []
         self.times = StageTimes(self.device)
