@@ -12,7 +12,9 @@ The nodes are sampled as for ``"directional"``. As in PyG (2.8), the other
 two types' outputs carry no ``num_sampled_nodes`` / ``num_sampled_edges``
 (None: their edges are not grouped by hop, so a batch cannot be trimmed),
 and ``edge`` holds the ids of the edges delivered. The hop layout of the
-nodes stays in ``metadata`` (``hop_layout``), for the loader's statistics.
+nodes stays in ``metadata`` (``hop_layout``), for the loader's statistics,
+which count the lists the hops read and, as picks, the delivered edges (the
+induced pass reads every node's whole row: more than they say).
 """
 from __future__ import annotations
 
