@@ -14,6 +14,7 @@ from torch_geometric.sampler.base import SubgraphType
 
 from tritongnn import CSCGraph, NeighborLoader, PyGSampler
 from tritongnn.kernels import IdMap, reference
+from tritongnn.kernels._launch import reference_on_cpu
 from tritongnn.kernels.subgraph import bidirectional_edges, induced_edges
 from tritongnn.sampling import NeighborSampler
 
@@ -158,6 +159,18 @@ def test_loader_subgraph_types_keep_the_nodes_and_give_their_edges(device, edge_
         assert ("e_id" in i) == ("e_id" in b) == edge_attr
         check_induced(i, data)
         check_bidirectional(b, d, data)
+
+
+def test_subgraph_types_on_the_cpu_path():
+    # without Triton's interpreter the loader runs the kernels' references
+    data = random_data(num_nodes=120, num_edges=900, edge_attr=True)
+    with reference_on_cpu():
+        batches = zip(loader(data, "directional"), loader(data, "induced"), loader(data, "bidirectional"),
+                      strict=True)
+        for directional, induced, bidirectional in batches:
+            assert torch.equal(induced.n_id, directional.n_id)
+            check_induced(induced, data)
+            check_bidirectional(bidirectional, directional, data)
 
 
 @pytest.mark.parametrize("subgraph_type", ["induced", "bidirectional"])
