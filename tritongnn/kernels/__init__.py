@@ -16,6 +16,9 @@ holds the pure-torch versions (test oracles and the CPU path).
   launch, a decoupled look-back scan (``method="fused"``).
 - ``id_map``: fused global-to-local id mapping, keyed by sub-batch (direct
   and hash tables); ``id_map_kernels``: its device passes.
+- ``subgraph``: the edges of PyG's ``subgraph_type`` past the sampled
+  ones: the induced subgraph of a batch's nodes (a lookup in the id map a
+  candidate), and the sampled edges made bidirectional.
 - ``gather``: feature row gather from GPU memory or pinned host memory;
   ``gather_kernel``: its kernel and launch shapes.
 - ``pack``: valid prefixes of bounded buffers packed end to end, sizes

@@ -273,6 +273,16 @@ class IdMap:
         """``[K]`` int64: nodes each sub-batch holds so far."""
         return self._ref.base if self._ref else self.base
 
+    def lookup_args(self) -> tuple:
+        """``(table, tag, cap_mask, hash_shift, EMPTY, DIRECT)``: what
+        ``id_map_kernels._lookup_local`` reads the map's local ids with (a
+        kernel of another module looking nodes up after ``start``)."""
+        if self._ref:
+            raise ValueError("a reference id map (no Triton) has no table to look up in a kernel")
+        size = self.table.shape[0]
+        return (self.table, self._tag, size - 1, 65 - size.bit_length(), _empty_word(self.table.dtype),
+                self.direct is not None)
+
     def _buffers(self, bound):
         def empty():
             return torch.empty(bound, dtype=torch.int64, device=self.device)

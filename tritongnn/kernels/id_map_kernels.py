@@ -51,10 +51,16 @@ _ASSIGN_BLOCK, _ASSIGN_WARPS = interpreted_block(256, 1024), 4
 
 
 @triton.jit
+def _home_slot(key, cap_mask, hash_shift):
+    # Fibonacci hashing: the top bits of key * 2^64 / phi
+    return ((key.to(tl.uint64) * 0x9E3779B97F4A7C15) >> hash_shift).to(tl.int64) & cap_mask
+
+
+@triton.jit
 def _slot_of(table, key, m, cap_mask, hash_shift, EMPTY: tl.constexpr):
-    # Fibonacci hashing (top bits of key * 2^64 / phi); probe linearly until
-    # the key or an empty slot is met. The table is at most half full.
-    b_slot = ((key.to(tl.uint64) * 0x9E3779B97F4A7C15) >> hash_shift).to(tl.int64) & cap_mask
+    # probe linearly from the key's home slot until the key or an empty
+    # slot is met. The table is at most half full.
+    b_slot = _home_slot(key, cap_mask, hash_shift)
     b_key = key.to(table.dtype.element_ty)
     b_active = m
     while tl.max(b_active.to(tl.int32), axis=0) > 0:
@@ -66,6 +72,30 @@ def _slot_of(table, key, m, cap_mask, hash_shift, EMPTY: tl.constexpr):
         b_active = b_active & ~b_done
         b_slot = tl.where(b_active, (b_slot + 1) & cap_mask, b_slot)
     return b_slot
+
+
+@triton.jit
+def _lookup_local(table, tag, key, m, cap_mask, hash_shift, EMPTY: tl.constexpr, DIRECT: tl.constexpr):
+    """The local id of each ``key`` (``[BLOCK]`` int64) in the map, -1 where
+    it holds none: read only (``IdMap.lookup_args``). A direct word answers
+    when it is a local word of this batch's tag; a hash probe stops at the
+    key or at an empty slot."""
+    if DIRECT:
+        b_word = tl.load(table + key, mask=m, other=0)
+        b_hit = m & ((b_word >> _TAG_SHIFT) == tl.load(tag)) & ((b_word & _LOCAL_BIT) != 0)
+        b_local = tl.where(b_hit, b_word & _LOW_MAX, -1)
+    else:
+        b_slot = _home_slot(key, cap_mask, hash_shift)
+        b_key = key.to(table.dtype.element_ty)
+        b_local = tl.zeros_like(key) - 1
+        b_active = m
+        while tl.max(b_active.to(tl.int32), axis=0) > 0:
+            b_stored = tl.load(table + b_slot * 4, mask=b_active, other=EMPTY)
+            b_hit = b_active & (b_stored == b_key)
+            b_local = tl.where(b_hit, tl.load(table + b_slot * 4 + 2, mask=b_hit, other=0).to(tl.int64), b_local)
+            b_active = b_active & (b_stored != b_key) & (b_stored != EMPTY)
+            b_slot = tl.where(b_active, (b_slot + 1) & cap_mask, b_slot)
+    return b_local
 
 
 @triton.jit

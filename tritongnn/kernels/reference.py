@@ -358,3 +358,23 @@ def column_sum(x):
     """Reference of ``kernels.reduce.column_sum``: ``x.sum(0)`` accumulated
     in float32 (float64 for a float64 ``x``)."""
     return x.sum(0, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
+
+
+def induced_edges(indptr, indices, nodes, return_eid=False):
+    """Reference of ``kernels.subgraph.induced_edges``: torch-sparse's loop
+    (``neighbor_sample(directed=False)``) in tensor ops: for each node in
+    local order, its row in CSC order, the neighbours among ``nodes`` kept
+    (a repeated node answers with its first position)."""
+    device = nodes.device
+    n = nodes.numel()
+    start = indptr[nodes]
+    degree = indptr[nodes + 1] - start
+    owner = torch.repeat_interleave(torch.arange(n, device=device), degree)
+    first = torch.cumsum(degree, 0) - degree
+    pos = start[owner] + torch.arange(owner.numel(), device=device) - first[owner]
+    src = indices[pos].to(torch.int64)
+    order = torch.sort(nodes, stable=True)
+    at = torch.searchsorted(order.values, src).clamp(max=max(n - 1, 0))
+    hit = order.values[at] == src  # (no candidate when there is no node)
+    edge_index = torch.stack([order.indices[at][hit], owner[hit]])
+    return edge_index[0], edge_index[1], pos[hit] if return_eid else None

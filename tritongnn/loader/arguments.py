@@ -20,19 +20,18 @@ from ..cache.reorder import check_group
 from ..graph import CSCGraph, in_target_order
 from ..host_memory import pinned_empty
 from ..kernels.sample import METHODS as SAMPLE_METHODS
+from ..sampling.subgraph import resolve_subgraph_type
 from .placement import PLACEMENTS
 
 # PyG arguments this loader does not implement yet, with the value that means
 # "not used": passing anything else raises NotImplementedError naming it.
 _UNSUPPORTED = {
     "input_time": None,
-    "subgraph_type": "directional",
     "disjoint": False,
     "temporal_strategy": "uniform",
     "time_attr": None,
     "transform_sampler_output": None,
     "neighbor_sampler": None,
-    "directed": True,
     "collate_fn": None,
     "sampler": None,
     "batch_sampler": None,
@@ -115,8 +114,13 @@ def as_tensor(value, name: str) -> torch.Tensor:
         raise TypeError(f"{name} is a numpy array of dtype {value.dtype}, which has no torch dtype") from error
 
 
-def check_kwargs(kwargs: dict) -> None:
+def check_kwargs(kwargs: dict) -> str:
+    """PyG's keyword arguments checked (the unsupported refused by name);
+    returns the ``subgraph_type`` they ask for (``directed=False``: PyG's
+    deprecated ``"induced"``, with its warning)."""
     for name, value in kwargs.items():
+        if name in ("subgraph_type", "directed"):
+            continue  # resolve_subgraph_type's
         if name in _UNSUPPORTED:
             default = _UNSUPPORTED[name]
             if isinstance(value, enum.Enum):  # e.g. SubgraphType.directional, PyG's default
@@ -134,6 +138,8 @@ def check_kwargs(kwargs: dict) -> None:
             continue  # checked against data by check_weight_attr
         else:
             raise TypeError(f"NeighborLoader got an unexpected keyword argument {name!r}")
+    return resolve_subgraph_type(kwargs.get("subgraph_type", "directional"), kwargs.get("directed", True),
+                                 stacklevel=4)
 
 
 def check_data(data) -> None:

@@ -11,6 +11,7 @@ from torch_geometric.data import Data
 from ..kernels import gather_rows
 from ..kernels.aggregate import mark_sorted_by_dst
 from ..sampling.outputs import edge_index_of
+from ..sampling.subgraph import hop_layout
 from .arguments import Attributes
 from .timing import StageTimes
 
@@ -97,7 +98,7 @@ class Assembler:
             if reuse is not None:
                 reused = reuse.served(out.node, dynamic.slot if dynamic is not None else None)
                 reuse.remember(out.node, x)
-            self.host_stats.record(out.node, out.col, out.num_sampled_nodes, self.num_feature,
+            self.host_stats.record(out.node, out.col, hop_layout(out), self.num_feature,
                                    self.num_adjacency, dynamic.observe(out.node) if dynamic is not None else None,
                                    reused)
         if self.x is None or self.attrs.set_num_nodes:

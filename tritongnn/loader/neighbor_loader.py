@@ -251,7 +251,7 @@ class NeighborLoader:
                  feature_dtype: torch.dtype | None = None, rank: int | None = None,
                  world_size: int | None = None, share_host_memory: bool = True, memory_reserve="auto",
                  build_dir=None, **kwargs):
-        arguments.check_kwargs(dict(kwargs, input_time=input_time))
+        subgraph_type = arguments.check_kwargs(dict(kwargs, input_time=input_time))
         arguments.check_data(data)
         weight = arguments.check_weight_attr(data, kwargs.get("weight_attr"), replace)  # PyG's weight_attr
         arguments.check_settings(batch_size=batch_size, super_batch=super_batch, sample_kernel=sample_kernel,
@@ -318,7 +318,7 @@ class NeighborLoader:
         self.seeds = self.input_nodes if self.cache is None else self.cache.new_id[self.input_nodes]
         self.sampler = NeighborSampler(self.graph, self.num_neighbors, replace, self.device,
                                        return_eid=arguments.gives_e_id(attrs, self.cache is not None, data.edge_index),
-                                       method=sample_kernel,
+                                       method=sample_kernel, subgraph_type=subgraph_type,
                                        edge_weight=arguments.csc_edge_weight(weight, self.graph, self.device),
                                        **(self.cache.adjacency_tiers if self.cache else {}))
         self.stats_history: list[dict] = []

@@ -106,7 +106,11 @@ class ReplayState:
 
     def possible(self, sampler, device: torch.device) -> bool:
         """Whether the sampler's batches can be captured (or, with
-        ``eager_on_cpu``, run as if they were)."""
+        ``eager_on_cpu``, run as if they were): not with a ``subgraph_type``
+        other than ``"directional"`` (its edges come from a pass after the
+        hops, with host syncs)."""
+        if sampler.subgraph_type != "directional":
+            return False
         return sampler.cuda_graph or (self.eager_on_cpu and device.type == "cpu" and use_triton(device))
 
 

@@ -18,15 +18,16 @@ class PyGSampler(BaseSampler):
 
     Args:
         data: a ``torch_geometric.data.Data`` with ``edge_index``.
-        num_neighbors, replace, device: as for ``NeighborSampler``.
+        num_neighbors, replace, device, subgraph_type: as for ``NeighborSampler``.
         seed: seeds the sampler's random stream.
     """
 
-    def __init__(self, data, num_neighbors, replace: bool = False, device=None, seed: int = 0):
+    def __init__(self, data, num_neighbors, replace: bool = False, device=None, seed: int = 0,
+                 subgraph_type: str = "directional"):
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True)
         self.sampler = NeighborSampler(graph.to(device), num_neighbors, replace, device,
-                                       return_eid=True)
+                                       return_eid=True, subgraph_type=subgraph_type)
         self.device = device
         self.generator = torch.Generator().manual_seed(seed)
 

@@ -73,6 +73,7 @@ from ..kernels.sample import check_method, visits_in_node_order
 from .arguments import check_hit_rate, check_num_neighbors, within_kernel_fanouts
 from .captured import CapturedHops, PackedBatch, hop_bounds, hop_sizes, sub_batch_of
 from .outputs import batch_output, super_batch_outputs
+from .subgraph import check_subgraph_type, to_subgraph
 
 # Both limits are per sub-batch: a super-batch of K has K times each.
 _SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers
@@ -119,6 +120,10 @@ class NeighborSampler:
             position of ``graph`` (where its ``indices`` are), or None:
             neighbours drawn in proportion to weight (PyG's ``weight_attr``;
             ``kernels.sample_weighted``), by one kernel whatever ``method``.
+        subgraph_type: PyG's: ``"directional"`` (the sampled edges),
+            ``"bidirectional"`` or ``"induced"`` (``sampling.subgraph``: the
+            same nodes, other edges, no per-hop counts; not captured by
+            ``packed_batch``).
 
     Example:
         >>> sampler = NeighborSampler(graph.to("cuda"), [15, 10, 5], device="cuda")
@@ -131,8 +136,9 @@ class NeighborSampler:
                  device="cuda", return_eid: bool = False, cuda_graph: bool = True,
                  hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None,
                  method: str = "auto", d_max: int = 64, adjacency_hit_rate: float | None = None,
-                 edge_weight: torch.Tensor | None = None):
+                 edge_weight: torch.Tensor | None = None, subgraph_type: str = "directional"):
         check_method(method, d_max)
+        self.subgraph_type = check_subgraph_type(subgraph_type)
         adjacency_hit_rate = check_hit_rate(adjacency_hit_rate)
         self.graph = graph
         self.num_neighbors = check_num_neighbors(num_neighbors)
@@ -317,13 +323,14 @@ class NeighborSampler:
         """A new ``PackedBatch`` for batches of ``batch_size`` seeds (its
         graph captured on a GPU), or None where one cannot be: a hop that
         syncs (fanout -1, a frontier past ``_SYNC_ABOVE``), more id-map keys
-        than ``_GRAPH_KEYS_MAX``, ``return_eid`` through ``edge_perm``,
-        captures off (``cuda_graph=False``), or a CPU without Triton's
-        interpreter."""
+        than ``_GRAPH_KEYS_MAX``, ``return_eid`` through ``edge_perm``, a
+        ``subgraph_type`` other than ``"directional"``, captures off
+        (``cuda_graph=False``), or a CPU without Triton's interpreter."""
         check_positive_int("batch_size", batch_size)
         keys = self._keys_bound(batch_size)
         capturable = self.cuda_graph or (self.device.type == "cpu" and use_triton(self.device))
-        if not capturable or self._edge_perm is not None or not 0 < keys <= _GRAPH_KEYS_MAX:
+        if not capturable or self._edge_perm is not None or not 0 < keys <= _GRAPH_KEYS_MAX \
+                or self.subgraph_type != "directional":
             return None
         return PackedBatch(self, batch_size)
 
@@ -362,7 +369,9 @@ class NeighborSampler:
             ``SamplerOutput`` with ``node`` (n_id, hop order, seeds first),
             ``row``/``col`` (local source/target of every edge, hop order),
             ``edge`` (e_id, or None), ``num_sampled_nodes`` (``[B, new nodes
-            per hop...]``) and ``num_sampled_edges`` (per hop), as lists.
+            per hop...]``) and ``num_sampled_edges`` (per hop), as lists;
+            with another ``subgraph_type`` its edges, both counts None
+            (``sampling.subgraph``).
         """
         if validate:
             self._check_seeds(seeds, "seeds")
@@ -378,7 +387,15 @@ class NeighborSampler:
 
         # The one sync of the batch: every hop's sizes in one copy.
         sizes = host_list(sizes) if hops else []
-        return batch_output(seeds, hops, sizes, self.device, self.return_eid, self._edge_perm)
+        return self._subgraph(batch_output(seeds, hops, sizes, self.device, self.return_eid, self._edge_perm))
+
+    def _subgraph(self, out: SamplerOutput) -> SamplerOutput:
+        """``out`` with the edges of ``subgraph_type`` (``sampling.subgraph``;
+        the induced pass restarts the sampler's id map, on this stream)."""
+        if self.subgraph_type == "directional":
+            return out
+        id_map = self._map_for(out.node.numel()) if use_triton(self.device) else None
+        return to_subgraph(out, self.subgraph_type, self.graph, self._tiers, id_map, self._edge_perm)
 
     @on_device_of("self")
     def sample_many(self, seeds_list, generator: torch.Generator | None = None,
@@ -442,4 +459,5 @@ class NeighborSampler:
         # The one sync of the super-batch: how many edges and new nodes each
         # sub-batch has in every hop.
         bounds = host_list(bounds) if hops else []
-        return super_batch_outputs(seeds, hops, bounds, sizes, self.device, self.return_eid, self._edge_perm)
+        outs = super_batch_outputs(seeds, hops, bounds, sizes, self.device, self.return_eid, self._edge_perm)
+        return [self._subgraph(out) for out in outs]
