@@ -20,6 +20,7 @@ from ..cache.reorder import check_group
 from ..graph import in_target_order
 from ..host_memory import pinned_empty
 from ..kernels.sample import METHODS as SAMPLE_METHODS
+from ..stores import as_data, is_store_pair
 from .placement import PLACEMENTS
 
 # PyG arguments this loader does not implement yet, with the value that means
@@ -135,16 +136,23 @@ def check_kwargs(kwargs: dict) -> None:
             raise TypeError(f"NeighborLoader got an unexpected keyword argument {name!r}")
 
 
-def check_data(data) -> None:
-    if isinstance(data, tuple):
-        raise NotImplementedError("data as a (FeatureStore, GraphStore) pair is not supported yet")
+def check_data(data) -> Data:
+    """``data`` checked, as the ``Data`` the loader builds from: a
+    ``(FeatureStore, GraphStore)`` pair read into one (``stores.as_data``)."""
+    if is_store_pair(data):
+        data = as_data(data)
+    elif isinstance(data, tuple):
+        kinds = ", ".join(type(part).__name__ for part in data)
+        raise TypeError(f"data as a tuple must be a (FeatureStore, GraphStore) pair, got ({kinds})")
     if not isinstance(data, Data):
         if type(data).__name__ == "HeteroData":
             raise NotImplementedError("HeteroData (heterogeneous graphs) is not supported yet")
-        raise TypeError(f"data must be a torch_geometric.data.Data, got {type(data).__name__}")
+        raise TypeError(f"data must be a torch_geometric.data.Data or a (FeatureStore, GraphStore) pair, "
+                        f"got {type(data).__name__}")
     if "edge_index" not in data:
         raise NotImplementedError("data without edge_index (e.g. adj_t) is not supported yet")
     check_edge_index(data.edge_index)
+    return data
 
 
 def check_edge_index(edge_index) -> None:

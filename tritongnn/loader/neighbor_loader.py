@@ -59,7 +59,7 @@ class NeighborLoader:
     """A GPU drop-in for ``torch_geometric.loader.NeighborLoader``.
 
     Args:
-        data: a ``torch_geometric.data.Data`` with ``edge_index`` (not modified).
+        data: a ``Data`` with ``edge_index`` or a ``(FeatureStore, GraphStore)`` pair (``tritongnn.stores``), unchanged.
         num_neighbors: fanout per hop, e.g. ``[15, 10, 5]``; -1 = all.
         input_nodes: seed ids (a tensor, list, tuple or range), a bool mask, or None
             for every node. Batches' ``input_id`` are as PyG's: a mask's node
@@ -254,7 +254,7 @@ class NeighborLoader:
                  world_size: int | None = None, share_host_memory: bool = True, memory_reserve="auto",
                  build_dir=None, **kwargs):
         arguments.check_kwargs(dict(kwargs, input_time=input_time))
-        arguments.check_data(data)
+        data = arguments.check_data(data)  # (a (FeatureStore, GraphStore) pair read into a Data)
         arguments.check_settings(batch_size=batch_size, super_batch=super_batch, sample_kernel=sample_kernel,
                                  placement=placement, prefetch=prefetch, generator=generator, seed=seed,
                                  feature_dtype=feature_dtype, share_host_memory=share_host_memory,
