@@ -419,12 +419,11 @@ class NeighborLoader:
         (there the step is bound by the host; a dynamic cache or reuse exists
         only where rows do) and nothing a batch reads changes between batches
         outside the graphs (no reorder; one batch a pass; no edge attributes,
-        nor an ``e_id`` through ``edge_perm``; node attributes along dim 0),
-        with ``prefetch``, where the sampler captures."""
-        attrs = self.assembler.attrs
+        nor an ``e_id`` through ``edge_perm``; node attributes tensors along
+        dim 0: ``Attributes.replayable``), with ``prefetch``, where the sampler captures."""
         return (self._reads_no_host_rows() and self.prefetch > 0
                 and self.replay.possible(self.sampler, self.device) and self.super_batch == 1
-                and self.reorder is None and not attrs.edge and all(dim == 0 for _, dim in attrs.node.values()))
+                and self.reorder is None and self.assembler.attrs.replayable)
 
     def __len__(self) -> int:
         n = self.input_nodes.numel() if self._shards is None else len(self._shards)
