@@ -191,6 +191,15 @@ def a_scalar():
     return feature_store, graph_store
 
 
+def hetero_data_as_both():
+    # PyG's test_custom_neighbor_loader pattern: HeteroData as both stores
+    from torch_geometric.data import HeteroData
+    data = HeteroData()
+    data["paper"].x = torch.randn(4, 2)
+    data["paper", "cites", "paper"].edge_index = torch.tensor([[0, 1], [1, 2]])
+    return data, data
+
+
 def no_edges():
     feature_store, _, _, _ = stores()
     return feature_store, MyGraphStore()
@@ -198,7 +207,8 @@ def no_edges():
 
 @pytest.mark.parametrize("make, error, match", [
     (typed_edges, NotImplementedError, "heterogeneous"),
-    (two_node_types, NotImplementedError, "several node types"),
+    (hetero_data_as_both, NotImplementedError, r"typed edges \('paper', 'cites', 'paper'\) \(heterogeneous"),
+    (two_node_types, NotImplementedError, r"several node types \(None, author: heterogeneous"),
     (lambda: stores(z=torch.zeros(N + 1))[:2], ValueError, "'z' has 61 rows, expected one row a node"),
     (a_scalar, ValueError, "'z' is a scalar"),
     (lambda: stores(size=(40, 40))[:2], ValueError, r"graph store's edge index \(\w+\) holds node id \d+, outside"),

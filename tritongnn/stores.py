@@ -83,8 +83,9 @@ def _edge_arrays(graph_store: GraphStore):
         raise ValueError("the graph store holds no edge index (get_all_edge_attrs() is empty)")
     typed = sorted({str(attr.edge_type) for attr in edge_attrs if attr.edge_type is not None})
     if typed:
-        raise NotImplementedError(f"data as a (FeatureStore, GraphStore) pair with typed edges {typed} "
-                                  f"(heterogeneous graphs) is not supported yet: pass edge_type=None")
+        raise NotImplementedError(f"data as a (FeatureStore, GraphStore) pair with typed edges "
+                                  f"{', '.join(typed)} (heterogeneous graphs) is not supported yet: the "
+                                  f"homogeneous graph's edges have edge_type=None")
     attr = copy.copy(edge_attrs[0])  # (PyG's Data as a graph store writes a size into the attr it reads)
     pair = graph_store.get_edge_index(attr)
     if not isinstance(pair, (tuple, list)) or len(pair) != 2 or \
@@ -129,7 +130,8 @@ def _tensors(feature_store: FeatureStore) -> dict:
         groups.add(attr.group_name)
         if len(groups) > 1:
             raise NotImplementedError(f"data as a (FeatureStore, GraphStore) pair whose feature store holds "
-                                      f"several node types {sorted(map(str, groups))} (heterogeneous graphs) "
+                                      f"several node types ({', '.join(sorted(map(str, groups)))}: "
+                                      f"heterogeneous graphs) "
                                       f"is not supported yet")
         if attr.attr_name in ("edge_index", "num_nodes"):
             raise ValueError(f"the feature store's tensor {attr.attr_name!r} would shadow the batch's own "
