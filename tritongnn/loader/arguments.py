@@ -21,6 +21,8 @@ from ..graph import CSCGraph, in_target_order
 from ..host_memory import pinned_empty
 from ..kernels.sample import METHODS as SAMPLE_METHODS
 from ..sampling.subgraph import resolve_subgraph_type
+from ..stores import as_data, is_store_pair
+from . import frames
 from .placement import PLACEMENTS
 
 # PyG arguments this loader does not implement yet, with the value that means
@@ -54,16 +56,24 @@ CACHE_POLICIES = ("profile", "degree")
 
 def sliced_attributes(data: Data):
     """``(key, value, is_node)`` of the attributes batches slice by ``n_id``
-    (node) or ``e_id`` (edge), ``x`` and ``edge_index`` aside."""
+    (node) or ``e_id`` (edge), ``x`` and ``edge_index`` aside: tensors and
+    numpy arrays, and TensorFrame-like tables (``frames``)."""
     for key, value in data.items():
-        if key in ("x", "edge_index", "num_nodes") or not isinstance(value, (torch.Tensor, np.ndarray)):
+        if key in ("x", "edge_index", "num_nodes"):
             continue
-        if data.is_node_attr(key) or data.is_edge_attr(key):
+        if frames.is_frame(value):
+            is_node = frames.frame_kind(value, data.num_nodes, num_edges(data))
+            if is_node is not None:
+                yield key, value, is_node
+        elif isinstance(value, (torch.Tensor, np.ndarray)) and (data.is_node_attr(key) or data.is_edge_attr(key)):
             yield key, value, data.is_node_attr(key)
 
 
 def _nbytes(value) -> int:
-    return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else int(value.nbytes)
+    """GPU bytes of an attribute the loader moves there (a frame is sliced where it lives: none)."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    return int(value.nbytes) if isinstance(value, np.ndarray) else 0
 
 
 def feature_bytes(x, feature_dtype) -> int:
@@ -142,16 +152,24 @@ def check_kwargs(kwargs: dict) -> str:
                                  stacklevel=4)
 
 
-def check_data(data) -> None:
-    if isinstance(data, tuple):
-        raise NotImplementedError("data as a (FeatureStore, GraphStore) pair is not supported yet")
+def check_data(data) -> Data:
+    """``data`` checked, as the ``Data`` the loader builds from: a
+    ``(FeatureStore, GraphStore)`` pair read into one (``stores.as_data``)."""
+    if is_store_pair(data):
+        data = as_data(data)
+    elif isinstance(data, tuple):
+        kinds = ", ".join(type(part).__name__ for part in data)
+        raise TypeError(f"data as a tuple must be a (FeatureStore, GraphStore) pair, got ({kinds})")
     if not isinstance(data, Data):
         if type(data).__name__ == "HeteroData":
             raise NotImplementedError("HeteroData (heterogeneous graphs) is not supported yet")
-        raise TypeError(f"data must be a torch_geometric.data.Data, got {type(data).__name__}")
+        raise TypeError(f"data must be a torch_geometric.data.Data or a (FeatureStore, GraphStore) pair, "
+                        f"got {type(data).__name__}")
     if "edge_index" not in data:
         raise NotImplementedError("data without edge_index (e.g. adj_t) is not supported yet")
     check_edge_index(data.edge_index)
+    frames.check_sequences(data)
+    return data
 
 
 def check_edge_index(edge_index) -> None:
@@ -350,7 +368,8 @@ def check_input_nodes(input_nodes, num_nodes: int, device) -> tuple[torch.Tensor
 class Attributes:
     """``data``'s attributes besides ``x`` and ``edge_index``, as batches
     take them: ``node`` and ``edge`` ones ``{key: (tensor on the device,
-    dim)}``, sliced by ``n_id`` / ``e_id`` along ``dim``; ``graph`` ones
+    dim)}``, sliced by ``n_id`` / ``e_id`` along ``dim`` (a frame as a
+    ``frames.FrameRows``, dim 0, where it lives); ``graph`` ones
     copied whole; ``set_num_nodes``: the batch carries ``num_nodes``
     (PyG's does when the data stores it explicitly); ``flat_x``: ``data.x``
     is 1-D (node ids for an ``nn.Embedding``, say), stored and gathered as
@@ -360,6 +379,14 @@ class Attributes:
     graph: dict = field(default_factory=dict)
     set_num_nodes: bool = False
     flat_x: bool = False
+
+    @property
+    def replayable(self) -> bool:
+        """Whether replayed batches (``loader.replay``) can hold these: no
+        edge attributes, node ones tensors sliced along dim 0 (a frame is
+        sliced by its own ``__getitem__``, outside the graphs)."""
+        return not self.edge and all(isinstance(value, torch.Tensor) and dim == 0
+                                     for value, dim in self.node.values())
 
 
 def split_attributes(data: Data, num_nodes: int, device) -> tuple[Attributes, torch.Tensor | None]:
@@ -381,12 +408,16 @@ def split_attributes(data: Data, num_nodes: int, device) -> tuple[Attributes, to
         if key not in sliced:
             attrs.graph[key] = value
             continue
+        kind = attrs.node if sliced[key] else attrs.edge
+        if frames.is_frame(value):  # by its rows (PyG's index_select slices a frame's rows only)
+            kind[key] = (frames.FrameRows(value, device), 0)
+            continue
         # sliced along PyG's cat dim (-1 for keys with "index" in them)
         dim = data.__cat_dim__(key, value)
         if not isinstance(dim, int):
             raise NotImplementedError(f"data.{key}: an attribute sliced along two dims ({dim}) is "
                                       f"not supported yet")
-        (attrs.node if sliced[key] else attrs.edge)[key] = (as_tensor(value, f"data.{key}").to(device), dim)
+        kind[key] = (as_tensor(value, f"data.{key}").to(device), dim)
     x = as_tensor(data.x, "data.x")
     if isinstance(x, torch.Tensor) and x.is_meta:
         raise ValueError(f"data.x is a meta tensor of shape {tuple(x.shape)}: it holds no features to gather")

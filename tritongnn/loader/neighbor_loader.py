@@ -59,7 +59,7 @@ class NeighborLoader:
     """A GPU drop-in for ``torch_geometric.loader.NeighborLoader``.
 
     Args:
-        data: a ``torch_geometric.data.Data`` with ``edge_index`` (not modified).
+        data: a ``Data`` with ``edge_index`` or a ``(FeatureStore, GraphStore)`` pair (``tritongnn.stores``), unchanged.
         num_neighbors: fanout per hop, e.g. ``[15, 10, 5]``; -1 = all.
         input_nodes: seed ids (a tensor, list, tuple or range), a bool mask, or None
             for every node. Batches' ``input_id`` are as PyG's: a mask's node
@@ -252,7 +252,7 @@ class NeighborLoader:
                  world_size: int | None = None, share_host_memory: bool = True, memory_reserve="auto",
                  build_dir=None, **kwargs):
         subgraph_type = arguments.check_kwargs(dict(kwargs, input_time=input_time))
-        arguments.check_data(data)
+        data = arguments.check_data(data)  # (a (FeatureStore, GraphStore) pair read into a Data)
         weight = arguments.check_weight_attr(data, kwargs.get("weight_attr"), replace)  # PyG's weight_attr
         arguments.check_settings(batch_size=batch_size, super_batch=super_batch, sample_kernel=sample_kernel,
                                  placement=placement, prefetch=prefetch, generator=generator, seed=seed,
@@ -419,12 +419,11 @@ class NeighborLoader:
         (there the step is bound by the host; a dynamic cache or reuse exists
         only where rows do) and nothing a batch reads changes between batches
         outside the graphs (no reorder; one batch a pass; no edge attributes,
-        nor an ``e_id`` through ``edge_perm``; node attributes along dim 0),
-        with ``prefetch``, where the sampler captures."""
-        attrs = self.assembler.attrs
+        nor an ``e_id`` through ``edge_perm``; node attributes tensors along
+        dim 0: ``Attributes.replayable``), with ``prefetch``, where the sampler captures."""
         return (self._reads_no_host_rows() and self.prefetch > 0
                 and self.replay.possible(self.sampler, self.device) and self.super_batch == 1
-                and self.reorder is None and not attrs.edge and all(dim == 0 for _, dim in attrs.node.values()))
+                and self.reorder is None and self.assembler.attrs.replayable)
 
     def __len__(self) -> int:
         n = self.input_nodes.numel() if self._shards is None else len(self._shards)

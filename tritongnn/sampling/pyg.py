@@ -6,6 +6,7 @@ import torch
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
 from ..graph import CSCGraph
+from ..stores import as_data, is_store_pair
 from .sampler import NeighborSampler
 
 
@@ -17,7 +18,9 @@ class PyGSampler(BaseSampler):
             data, PyGSampler(data, [10, 10]), input_nodes=data.train_mask, batch_size=128)
 
     Args:
-        data: a ``torch_geometric.data.Data`` with ``edge_index``.
+        data: a ``torch_geometric.data.Data`` with ``edge_index``, or a
+            ``(FeatureStore, GraphStore)`` pair (``tritongnn.stores``: edge
+            ids in the graph store's order, as PyG's loader gives them).
         num_neighbors, replace, device, subgraph_type: as for ``NeighborSampler``.
         seed: seeds the sampler's random stream.
     """
@@ -25,6 +28,8 @@ class PyGSampler(BaseSampler):
     def __init__(self, data, num_neighbors, replace: bool = False, device=None, seed: int = 0,
                  subgraph_type: str = "directional"):
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if is_store_pair(data):
+            data = as_data(data)
         graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True)
         self.sampler = NeighborSampler(graph.to(device), num_neighbors, replace, device,
                                        return_eid=True, subgraph_type=subgraph_type)
