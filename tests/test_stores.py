@@ -209,7 +209,7 @@ def no_edges():
     (typed_edges, NotImplementedError, "heterogeneous"),
     (hetero_data_as_both, NotImplementedError, r"typed edges \('paper', 'cites', 'paper'\) \(heterogeneous"),
     (two_node_types, NotImplementedError, r"several node types \(None, author: heterogeneous"),
-    (lambda: stores(z=torch.zeros(N + 1))[:2], ValueError, "'z' has 61 rows, expected one row a node"),
+    (lambda: stores(z=torch.zeros(N - 1))[:2], ValueError, "'z' has 59 rows, expected one row a node"),
     (a_scalar, ValueError, "'z' is a scalar"),
     (lambda: stores(size=(40, 40))[:2], ValueError, r"graph store's edge index \(\w+\) holds node id \d+, outside"),
     (lambda: stores("csr", size=(50, 50))[:2], ValueError, "pointer covers 60 nodes"),

@@ -149,8 +149,9 @@ def as_data(stores) -> StoreData:
     Raises:
         NotImplementedError: typed edges or several node types.
         ValueError / TypeError: an empty graph store, a malformed edge
-            index, ids past the node count, a feature tensor whose rows are
-            not the node count.
+            index, ids past the node count, feature tensors whose rows
+            differ (the node count is the graph's size or the longest
+            table's, whichever is larger).
     """
     feature_store, graph_store = stores
     attr, row, col, pointer_nodes = _edge_arrays(graph_store)
@@ -166,6 +167,9 @@ def as_data(stores) -> StoreData:
         num_nodes = max(counts)
     for name, t in (("row", row), ("col", col)):
         check_ids_in_range(t, num_nodes, f"the graph store's edge index ({name})")
+    # feature rows past the graph's size are nodes without edges (PyG's loader
+    # indexes them by node id all the same): the node count is the longest table's
+    num_nodes = max([num_nodes] + [r for r in map(_rows, tensors.values()) if r is not None])
     for name, value in tensors.items():
         if not isinstance(value, (torch.Tensor, np.ndarray)) and not hasattr(value, "__len__"):
             raise TypeError(f"the feature store's {name!r} must be a tensor or numpy array, got "
