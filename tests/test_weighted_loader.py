@@ -106,7 +106,7 @@ BAD = [
     ("not a str", random_data(), 3, TypeError, "weight_attr must be the name"),
     ("node attribute", random_data(), "train_mask", ValueError, "must be an edge attribute of shape"),
     ("2-D", with_weight(torch.ones(E, 1)), "w", ValueError, r"shape \[3000\].*got shape \(3000, 1\)"),
-    ("a list", with_weight([1.0] * E), "w", TypeError, "must be a tensor of edge weights"),
+    ("a list", with_weight([1.0] * E), "w", ValueError, "data.w is a list of 3000 entries"),
     ("integers", with_weight(torch.ones(E, dtype=torch.int64)), "w", TypeError, "floating-point weights"),
     ("negative", with_weight(torch.ones(E).index_fill(0, torch.tensor([17]), -0.5)), "w", ValueError,
      r"data.w\[17\] = -0.5"),
