@@ -75,3 +75,27 @@ def test_only_the_automatic_budget_grows(device):
     assert not loader.growth.pending and loader.stats["cache_grown"] is None
     with pytest.raises(ValueError, match="num_feature"):
         loader.cache.grow_features(loader.cache.plan.num_feature)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_refused_growth_leaves_the_cache_as_it_was(monkeypatch):
+    from tritongnn.cache import dual
+    data = random_data()
+    grown, plain = loader_of(data, "cuda", 20), loader_of(data, "cuda", 20)
+    planned = grown.cache.plan.num_feature
+    grown.growth = growth.CacheGrowth(grown.cache, grown.device, eligible=True)
+    with_room(monkeypatch, 30)
+    real, calls = dual.gather_rows, []
+
+    def refuse_once(table, ids, *args, **kwargs):
+        calls.append(ids.numel())
+        if len(calls) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory (refused by the test)")
+        return real(table, ids, *args, **kwargs)
+    monkeypatch.setattr(dual, "gather_rows", refuse_once)
+    for _ in range(2):
+        assert_same([b for b in plain], [b for b in grown])
+    assert calls == [planned + 30, planned]
+    assert grown.cache.plan.num_feature == planned and grown.cache.hot_x.size(0) == planned
+    assert "the GPU refused" in grown.stats["cache_grown"]

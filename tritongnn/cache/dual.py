@@ -307,30 +307,38 @@ class DualCache:
                                             dynamic, device, prior, row_map=self.row_map)
         self.stats = CacheStats.of(graph, x, device)
 
-    def grow_features(self, num_feature: int, profile: AccessProfile | None = None) -> None:
+    def grow_features(self, num_feature: int, profile: AccessProfile | None = None) -> bool:
         """Cache the feature rows of the internal ids below ``num_feature``,
         more than the plan's and fewer than every row (a cache of every row
         is another layout: ``x`` relabelled on the device). The old GPU tier
         is freed before the new one is gathered from host memory, so the two
         never take memory at once. Only with ``x`` in host memory and no warm
-        copy or dynamic cache (both start where the static rows end)."""
+        copy or dynamic cache (both start where the static rows end).
+        False, with the cache as it was, where the GPU refuses the rows."""
         plan, num_nodes = self.plan, self.order.numel()
         if self.row_map is None or self.warm_x is not None or self.dynamic is not None:
             raise ValueError("grow_features needs x in host memory, no warm copy and no dynamic cache")
         if not plan.num_feature < num_feature < num_nodes:
             raise ValueError(f"num_feature must be in ({plan.num_feature}, {num_nodes}), got {num_feature}")
         row_bytes = self.x.size(1) * self.x.element_size()
-        self.hot_x = None
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()  # the old tier's block, back to the card for the larger one
-            self.hot_x = gather_rows(self.x, self.order[:num_feature])
-        else:
+        if self.device.type != "cuda":
             self.hot_x = self.x[self.order[:num_feature].to(self.x.device)]
+        else:
+            self.hot_x = None
+            torch.cuda.empty_cache()  # the old tier's block, back to the card for the larger one
+            try:
+                self.hot_x = gather_rows(self.x, self.order[:num_feature])
+            except torch.OutOfMemoryError:  # the rows the plan had, which fitted: the cache as it was
+                torch.cuda.empty_cache()
+                self.hot_x = gather_rows(self.x, self.order[:plan.num_feature])
+                return False
         grown = (num_feature - plan.num_feature) * row_bytes
+        # (on the CPU: two [N] temporaries at the GPU's fullest)
         hit_rate = plan.feature_hit_rate if profile is None else \
-            prefix_share(profile.inputs.to(self.device)[self.order], num_feature)
+            prefix_share(profile.inputs.cpu()[self.order.cpu()], num_feature)
         self.plan = dataclasses.replace(plan, num_feature=num_feature, feature_bytes=plan.feature_bytes + grown,
                                         budget=plan.budget + grown, feature_hit_rate=hit_rate)
+        return True
 
     @property
     def adjacency_tiers(self) -> dict:

@@ -59,6 +59,8 @@ class CacheGrowth:
         if rows * row_bytes < MIN_GROWTH:
             self.grown = f"not grown after the first pass: {measured}"
             return False
-        cache.grow_features(plan.num_feature + rows, profile)
+        if not cache.grow_features(plan.num_feature + rows, profile):
+            self.grown = f"not grown after the first pass: the GPU refused {size(rows * row_bytes)} more; {measured}"
+            return False
         self.grown = f"features of {rows:,} more nodes ({size(rows * row_bytes)}) after the first pass: {measured}"
         return True
