@@ -313,26 +313,32 @@ def check_host_options(placement: str, cache_budget, reuse, reorder_group: int, 
                              f"cache_budget (and placement='host') with it")
 
 
+def index_tensor(value, name: str) -> torch.Tensor | None:
+    """``value`` as PyG takes ids or positions (a tensor, a numpy array, a
+    list, tuple or range) as a tensor: itself, one over the same memory, or
+    a new one (an empty sequence: int64); None for anything else."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, range):
+        return torch.arange(value.start, value.stop, value.step)
+    if isinstance(value, np.ndarray):
+        return as_tensor(value, name)
+    if isinstance(value, (list, tuple)):
+        return torch.tensor(value) if len(value) else torch.empty(0, dtype=torch.int64)
+    return None
+
+
 def seed_tensor(seeds, name: str) -> torch.Tensor:
-    """Seeds as PyG takes them (a tensor, a list, tuple or range of ids, a
-    numpy array) as a tensor; a sequence of anything but ints is refused
-    (PyG would cast floats and bools to ids)."""
-    if isinstance(seeds, torch.Tensor):
-        return seeds
-    if isinstance(seeds, range):
-        return torch.arange(seeds.start, seeds.stop, seeds.step)
-    if isinstance(seeds, np.ndarray):
-        return as_tensor(seeds, name)
-    if isinstance(seeds, (list, tuple)):
-        if len(seeds) == 0:
-            return torch.empty(0, dtype=torch.int64)
-        tensor = torch.tensor(seeds)
-        if tensor.dtype == torch.int64:
-            return tensor
+    """Seeds as PyG takes them (``index_tensor``); a sequence of anything
+    but ints is refused (PyG would cast floats and bools to ids)."""
+    tensor = index_tensor(seeds, name)
+    if tensor is None:
+        raise TypeError(f"{name} must be a tensor, list or range of node ids, a bool mask or None, "
+                        f"got {type(seeds).__name__}")
+    if isinstance(seeds, (list, tuple)) and tensor.dtype != torch.int64:
         raise TypeError(f"{name} as a {type(seeds).__name__} must hold int node ids, got {tensor.dtype} "
                         f"values (a bool mask: pass a torch.bool tensor)")
-    raise TypeError(f"{name} must be a tensor, list or range of node ids, a bool mask or None, "
-                    f"got {type(seeds).__name__}")
+    return tensor
 
 
 def check_input_nodes(input_nodes, num_nodes: int, device) -> tuple[torch.Tensor, torch.Tensor | None]:

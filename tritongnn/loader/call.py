@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import weakref
 
-import numpy as np
 import torch
 
 from ..kernels._launch import check_ids_in_range
-from .arguments import as_tensor
+from .arguments import index_tensor
 
 
 class OnePass:
@@ -57,15 +56,8 @@ def check_index(index, num_inputs: int, device: torch.device) -> torch.Tensor:
     (a float list would be truncated to positions, a bool tensor would
     select seeds but report the mask itself as ``input_id``), and so are
     negative positions (PyG's ``input_id`` would hold them as given)."""
-    if isinstance(index, torch.Tensor):
-        positions = index
-    elif isinstance(index, np.ndarray):
-        positions = as_tensor(index, "index")
-    elif isinstance(index, range):
-        positions = torch.arange(index.start, index.stop, index.step)
-    elif isinstance(index, (list, tuple)):
-        positions = torch.tensor(index) if len(index) else torch.empty(0, dtype=torch.int64)
-    else:
+    positions = index_tensor(index, "index")
+    if positions is None:
         raise TypeError(f"index must be a tensor, numpy array, list, tuple or range of positions into "
                         f"input_nodes, got {type(index).__name__}")
     if positions.dtype == torch.bool or positions.dtype.is_floating_point or positions.dtype.is_complex:
