@@ -3,7 +3,8 @@
 PyG's ``test/loader/test_neighbor_loader.py`` (from a checkout of
 pyg-team/pytorch_geometric at the installed version's tag) is copied with
 one change, its import of ``NeighborLoader`` from tritongnn, and run beside
-a conftest that opens PyG's gates on its own sampling back-ends
+PyG's own ``test/conftest.py`` (its fixtures: ``get_dataset`` and the rest)
+and a few lines that open PyG's gates on its own sampling back-ends
 (``torch_geometric.typing``'s ``WITH_*`` flags, and ``withPackage`` for
 pyg-lib and torch-sparse), so the cases run that PyG would run with them
 installed. Extra arguments go to pytest.
@@ -34,6 +35,18 @@ IMPORTS = {"from torch_geometric.loader import NeighborLoader": "from tritongnn 
            "from torch_geometric.loader import LinkNeighborLoader": "from tritongnn import LinkNeighborLoader"}
 
 
+def pyg_conftest(test_file: str) -> str:
+    """The text of PyG's ``test/conftest.py`` above ``test_file`` in its
+    checkout (the fixtures its tests take), or "" where there is none."""
+    folder = os.path.dirname(os.path.abspath(test_file))
+    for _ in range(2):  # test/loader/x.py -> test/conftest.py
+        folder = os.path.dirname(folder)
+        path = os.path.join(folder, "conftest.py")
+        if os.path.isfile(path):
+            return open(path).read() + "\n"
+    return ""
+
+
 def main(argv: list[str]) -> int:
     if not argv or not os.path.isfile(argv[0]):
         print(__doc__)
@@ -46,7 +59,7 @@ def main(argv: list[str]) -> int:
         source = source.replace(line, IMPORTS[line])
     with tempfile.TemporaryDirectory() as folder:
         with open(os.path.join(folder, "conftest.py"), "w") as f:
-            f.write(CONFTEST)
+            f.write(pyg_conftest(argv[0]) + CONFTEST)
         path = os.path.join(folder, os.path.basename(argv[0]))
         with open(path, "w") as f:
             f.write(source)
