@@ -23,7 +23,7 @@ def with_room(monkeypatch, rows):
     monkeypatch.setattr(growth, "MARGIN_SHARE", 10**9)
     monkeypatch.setattr(growth, "MIN_GROWTH", ROW)
     monkeypatch.setattr(growth, "device_total_bytes", lambda device: 10**9)
-    monkeypatch.setattr(growth, "peak_bytes", lambda device: 10**9 - rows * ROW - 1)
+    monkeypatch.setattr(growth, "pass_peak_bytes", lambda device, build_peak: 10**9 - rows * ROW - 1)
 
 
 def test_the_cache_grows_once_after_a_whole_pass_into_the_next_hottest_rows(device, monkeypatch):
@@ -99,3 +99,22 @@ def test_a_refused_growth_leaves_the_cache_as_it_was(monkeypatch):
     assert calls == [planned + 30, planned]
     assert grown.cache.plan.num_feature == planned and grown.cache.hot_x.size(0) == planned
     assert "the GPU refused" in grown.stats["cache_grown"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_pass_below_the_builds_peak_is_measured_by_what_it_holds():
+    """The build's temporaries set a peak no pass repeats: the pass's own
+    blocks, held by the allocator, measure it; a pass above it, its peak."""
+    device = torch.device("cuda", torch.cuda.current_device())
+    build = torch.empty(1 << 28, dtype=torch.uint8, device=device)  # 256 MB of build temporaries
+    del build
+    torch.cuda.empty_cache()
+    build_peak = growth.peak_bytes(device)
+    held = torch.empty(1 << 24, dtype=torch.uint8, device=device)  # 16 MB: the pass
+    measured = growth.pass_peak_bytes(device, build_peak)
+    assert measured == torch.cuda.memory_reserved(device) < build_peak
+    above = torch.empty(build_peak, dtype=torch.uint8, device=device)
+    del above
+    assert growth.pass_peak_bytes(device, build_peak) == growth.peak_bytes(device) > build_peak
+    del held
