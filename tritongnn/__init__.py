@@ -1,8 +1,9 @@
 """tritongnn: GPU neighbour sampling for PyTorch Geometric, in Triton.
 
 Swap ``torch_geometric.loader.NeighborLoader`` for ``tritongnn.NeighborLoader``
-and keep the model: sampling, id mapping and feature gathering run on the GPU,
-reading topology and features from GPU memory or pinned host memory (UVA).
+(and ``LinkNeighborLoader`` for ``tritongnn.LinkNeighborLoader``) and keep
+the model: sampling, id mapping and feature gathering run on the GPU, reading
+topology and features from GPU memory or pinned host memory (UVA).
 
 Data flow (each stage in its own module):
 
@@ -16,8 +17,8 @@ the readers and synthetic graphs, ``kernels.reference`` the pure-torch
 versions of every kernel.
 """
 from .graph import CSCGraph
-from .loader import NeighborLoader
+from .loader import LinkNeighborLoader, NeighborLoader
 from .sampling import NeighborSampler, PyGSampler
 
 __version__ = "0.1.0"
-__all__ = ["CSCGraph", "NeighborLoader", "NeighborSampler", "PyGSampler", "__version__"]
+__all__ = ["CSCGraph", "LinkNeighborLoader", "NeighborLoader", "NeighborSampler", "PyGSampler", "__version__"]

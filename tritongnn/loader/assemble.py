@@ -10,6 +10,7 @@ from torch_geometric.data import Data
 
 from ..kernels import gather_rows
 from ..kernels.aggregate import mark_sorted_by_dst
+from ..sampling.link import LinkLabels
 from ..sampling.outputs import edge_index_of
 from ..sampling.subgraph import hop_layout
 from .arguments import Attributes
@@ -132,12 +133,16 @@ class Assembler:
     def complete(self, batch: Data, input_id: torch.Tensor, out) -> Data:
         """``batch`` (its nodes' and edges' tensors set) with the graph
         attributes and PyG's bookkeeping (``input_id``, ``batch_size``,
-        ``num_sampled_nodes``/``edges`` from the ``SamplerOutput``), then
+        ``num_sampled_nodes``/``edges`` from the ``SamplerOutput``; a link
+        batch's labels in place of ``batch_size``: ``sampling.link``), then
         the user's ``transform``."""
         for key, value in self.attrs.graph.items():
             batch[key] = value
-        batch.input_id = input_id if self.input_ids is None else self.input_ids.index_select(0, input_id)
-        batch.batch_size = input_id.numel()
+        if isinstance(out.metadata, LinkLabels):  # a link batch: its supervision edges, no batch_size (PyG's)
+            out.metadata.fill(batch)
+        else:
+            batch.input_id = input_id if self.input_ids is None else self.input_ids.index_select(0, input_id)
+            batch.batch_size = input_id.numel()
         batch.num_sampled_nodes = out.num_sampled_nodes
         batch.num_sampled_edges = out.num_sampled_edges
         return self.transform(batch) if self.transform is not None else batch

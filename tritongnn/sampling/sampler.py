@@ -243,13 +243,19 @@ class NeighborSampler:
             self._id_map = self._new_id_map(capacity, num_batches)
         return self._id_map
 
-    def _hops(self, seeds, rng, generator, id_map, seeds_batch=None, batch_ptr=None):
+    def _hops(self, seeds, rng, generator, id_map, seeds_batch=None, batch_ptr=None, frontier=None):
         """The device part of a (super-)batch: every hop sampled and mapped.
         Syncs only where a frontier is trimmed (see the module docstring).
         With ``seeds_batch``/``batch_ptr`` (K + 1 entries) the K sub-batches
-        go through each launch together; ``rng`` is ``[L, K]``."""
-        frontier_local = id_map.start(seeds, seeds_batch)
-        frontier, num_frontier = seeds, torch.full((1,), seeds.numel(), dtype=torch.int64, device=self.device)
+        go through each launch together; ``rng`` is ``[L, K]``. With
+        ``frontier`` (``(nodes, local, count)`` already in ``id_map``: one
+        batch's deduplicated seeds, ``sample_endpoints``) the map is not
+        started again."""
+        if frontier is None:
+            frontier_local = id_map.start(seeds, seeds_batch)
+            frontier, num_frontier = seeds, torch.full((1,), seeds.numel(), dtype=torch.int64, device=self.device)
+        else:
+            frontier, frontier_local, num_frontier = frontier
         frontier_batch = seeds_batch
         num_batches = 1 if batch_ptr is None else batch_ptr.numel() - 1
         cap = self._frontier_cap(num_batches)
@@ -388,6 +394,36 @@ class NeighborSampler:
         # The one sync of the batch: every hop's sizes in one copy.
         sizes = host_list(sizes) if hops else []
         return self._subgraph(batch_output(seeds, hops, sizes, self.device, self.return_eid, self._edge_perm))
+
+    @on_device_of("self")
+    def sample_endpoints(self, endpoints: torch.Tensor, generator: torch.Generator | None = None,
+                         validate: bool = True) -> tuple[SamplerOutput, torch.Tensor]:
+        """Sample around the distinct nodes of ``endpoints`` (``[C]`` int64 on
+        ``device``, repeats allowed: both ends of a batch's supervision edges
+        and its negatives). The batch's own id map deduplicates them, as its
+        first insert (one pass, no sort): they become the seeds, in order of
+        first appearance, and the hops go on in the same map.
+
+        Returns:
+            ``(out, local)``: the ``SamplerOutput`` of the distinct endpoints
+            (``num_sampled_nodes[0]`` of them, first in ``out.node``), and
+            ``[C]`` int64 local id of each endpoint (``out.node[local] ==
+            endpoints``). Same sizes sync as ``sample``: one.
+        """
+        if validate:
+            self._check_seeds(endpoints, "endpoints")
+            check_ids_in_range(endpoints, self.graph.num_nodes, "endpoints")
+        rng = self.draw_rng(generator)  # as ``sample``: one draw per hop
+        id_map = self._map_for(self._node_bound(endpoints.numel()))
+        id_map.start(endpoints[:0])
+        count = torch.full((1,), endpoints.numel(), dtype=torch.int64, device=self.device)
+        seeds = id_map.insert(endpoints, count, last=not self._fanouts)
+        hops = self._hops(None, self._rng_on_device(rng), generator, id_map,
+                          frontier=(seeds.new_nodes, seeds.new_local, seeds.num_new)) if self._fanouts else []
+        sizes = host_list(torch.cat([seeds.num_new] + ([hop_sizes(hops)] if hops else [])))
+        out = batch_output(seeds.new_nodes[:sizes[0]], hops, sizes[1:], self.device, self.return_eid,
+                           self._edge_perm)
+        return self._subgraph(out), seeds.local[:endpoints.numel()]
 
     def _subgraph(self, out: SamplerOutput) -> SamplerOutput:
         """``out`` with the edges of ``subgraph_type`` (``sampling.subgraph``;
