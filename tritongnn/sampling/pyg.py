@@ -1,21 +1,24 @@
 """``NeighborSampler`` behind PyG's ``BaseSampler`` seam, so PyG's own
-``NodeLoader`` can drive it."""
+``NodeLoader`` and ``LinkLoader`` can drive it."""
 from __future__ import annotations
 
 import torch
-from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
+from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NodeSamplerInput, SamplerOutput
 
 from ..graph import CSCGraph
 from ..stores import as_data, is_store_pair
+from .link import LinkBatches, cast_neg_sampling
 from .sampler import NeighborSampler
 
 
 class PyGSampler(BaseSampler):
     """``NeighborSampler`` behind PyG's ``BaseSampler`` seam, for PyG's own
-    ``NodeLoader``::
+    ``NodeLoader`` and ``LinkLoader``::
 
         loader = torch_geometric.loader.NodeLoader(
             data, PyGSampler(data, [10, 10]), input_nodes=data.train_mask, batch_size=128)
+        loader = torch_geometric.loader.LinkLoader(
+            data, PyGSampler(data, [10, 10]), neg_sampling="binary", batch_size=128)
 
     Args:
         data: a ``torch_geometric.data.Data`` with ``edge_index``, or a
@@ -35,6 +38,7 @@ class PyGSampler(BaseSampler):
                                        return_eid=True, subgraph_type=subgraph_type)
         self.device = device
         self.generator = torch.Generator().manual_seed(seed)
+        self._links = {}  # LinkBatches of each NegativeSampling asked for, by id
 
     @property
     def edge_permutation(self):
@@ -47,5 +51,26 @@ class PyGSampler(BaseSampler):
         out.metadata = (index.input_id, index.time)
         return out
 
-    def sample_from_edges(self, index, neg_sampling=None):
-        raise NotImplementedError("link-level sampling (sample_from_edges) is not supported yet")
+    def sample_from_edges(self, index: EdgeSamplerInput, neg_sampling=None) -> SamplerOutput:
+        """PyG's ``edge_sample`` (homogeneous, not disjoint) on this sampler:
+        negatives drawn on the device (``sampling.link``), the endpoints
+        deduplicated by the sampler's id map; ``metadata`` in PyG's layout
+        for ``LinkLoader`` (local ids in order of first appearance, not
+        sorted: the same nodes through ``n_id``)."""
+        if index.time is not None:
+            raise NotImplementedError("temporal link sampling (edge_label_time) is not supported yet")
+        if index.input_type is not None:
+            raise NotImplementedError("link sampling with an edge type (heterogeneous graphs) is not supported yet")
+        neg_sampling = cast_neg_sampling(neg_sampling, None)
+        links = self._links.get(id(neg_sampling))
+        if links is None or links[0] is not neg_sampling:  # (its weights' prefix sums made once)
+            links = self._links[id(neg_sampling)] = (
+                neg_sampling, LinkBatches(neg_sampling, self.sampler.graph.num_nodes, self.device))
+        links = links[1]
+        src = index.row.to(self.device, torch.int64)
+        endpoints = links.endpoints(src, index.col.to(self.device, torch.int64), self.generator)
+        out, local = self.sampler.sample_endpoints(endpoints, self.generator)
+        label = None if index.label is None else index.label.to(self.device)
+        input_id = index.input_id if index.input_id is not None else torch.arange(src.numel())
+        out.metadata = links.labels(input_id.to(self.device), local, label).as_metadata()
+        return out
