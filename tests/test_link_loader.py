@@ -227,14 +227,17 @@ def test_with_cache_and_host_placement():
         assert torch.equal(eli[:, :batch.input_id.numel()], data.edge_index[:, batch.input_id])
 
 
-def test_pure_torch_path(monkeypatch):
-    # without Triton (no interpreter) the references sample the same layout
-    from tritongnn.kernels import _launch
-    monkeypatch.setattr(_launch, "use_triton", lambda device: False)
+def test_pure_torch_path():
+    # the pure-torch references (the CPU path without Triton) give the same layout
+    from tritongnn.kernels import reference
+    from tritongnn.kernels._launch import reference_on_cpu
     data = link_data()
-    for batch in LinkNeighborLoader(data, [2, 2], neg_sampling="triplet", batch_size=50, device="cpu"):
-        check_subgraph(batch, data)
-        assert torch.equal(batch.n_id[batch.src_index], data.edge_index[0, batch.input_id])
+    with reference_on_cpu():
+        loader = LinkNeighborLoader(data, [2, 2], neg_sampling="triplet", batch_size=50, device="cpu")
+        for batch in loader:
+            check_subgraph(batch, data)
+            assert torch.equal(batch.n_id[batch.src_index], data.edge_index[0, batch.input_id])
+        assert isinstance(loader.sampler._id_map._ref, reference.IdMap)
 
 
 def test_bad_arguments():
