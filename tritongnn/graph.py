@@ -5,7 +5,8 @@ Sampling for a target node reads the nodes whose messages flow into it (PyG's
 ``indices[indptr[v]:indptr[v + 1]]`` are the sources of the edges into ``v``.
 ``indptr`` is int64 (graphs pass 2^31 edges); ``indices`` is int32 while the
 node count allows it (half the bytes to cache or read through UVA), else
-int64.
+int64, and so is ``edge_perm`` (CSC position -> edge id, PyG's ``e_id``)
+while the edge count does (6.4 GB at 1.6x10^9 edges, not 12.8).
 """
 from __future__ import annotations
 
@@ -21,6 +22,21 @@ _INT32_MAX = 2**31 - 1
 def _index_dtype(num_nodes: int) -> torch.dtype:
     """The dtype of ``indices``: int32 where the node ids fit, else int64."""
     return torch.int32 if num_nodes <= _INT32_MAX else torch.int64
+
+
+def edge_id_dtype(num_edges: int) -> torch.dtype:
+    """The dtype of ``edge_perm``: int32 where the edge ids fit, else int64."""
+    return torch.int32 if num_edges <= _INT32_MAX else torch.int64
+
+
+def _narrowed(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` in ``dtype``, a pinned array staying pinned (kernels read it
+    through UVA)."""
+    if t.dtype == dtype:
+        return t
+    if t.device.type == "cpu" and t.is_pinned():
+        return pinned_empty(tuple(t.shape), dtype, torch.device("cuda", torch.cuda.current_device())).copy_(t)
+    return t.to(dtype)
 
 
 def _as_index(t, name: str) -> torch.Tensor:
@@ -103,8 +119,15 @@ def in_target_order(edge_index: torch.Tensor, chunk_edges: int | None = None) ->
 def csc_bytes(num_nodes: int, num_edges: int, keep_edge_perm: bool = False) -> int:
     """Bytes of the CSC graph of ``num_edges`` edges on ``num_nodes`` nodes:
     its int64 ``indptr``, its ``indices`` (int32 below 2^31 nodes) and,
-    with ``keep_edge_perm``, the int64 ``edge_perm``."""
-    return (num_nodes + 1) * 8 + num_edges * (_index_dtype(num_nodes).itemsize + (8 if keep_edge_perm else 0))
+    with ``keep_edge_perm``, its ``edge_perm`` (int32 below 2^31 edges)."""
+    return (num_nodes + 1) * 8 + num_edges * edge_bytes(num_nodes, num_edges, keep_edge_perm)
+
+
+def edge_bytes(num_nodes: int, num_edges: int, keep_edge_perm: bool = True) -> int:
+    """Bytes an edge takes in that CSC graph (and a sampled pick of it reads):
+    its ``indices`` entry and, with ``keep_edge_perm``, its ``edge_perm`` one."""
+    perm = edge_id_dtype(num_edges).itemsize if keep_edge_perm else 0
+    return _index_dtype(num_nodes).itemsize + perm
 
 
 class CSCGraph:
@@ -114,9 +137,11 @@ class CSCGraph:
         indptr: ``[N + 1]`` integer, non-decreasing, ``indptr[0] == 0``,
             ``indptr[N] == E``.
         indices: ``[E]`` integer source ids in ``[0, N)``.
-        edge_perm: optional ``[E]`` int64: position ``i`` of ``indices`` is
+        edge_perm: optional ``[E]`` integer: position ``i`` of ``indices`` is
             edge ``edge_perm[i]`` of the ``edge_index`` it was built from (so
-            sampled edges can slice edge attributes, as PyG's ``e_id`` does).
+            sampled edges can slice edge attributes, as PyG's ``e_id`` does);
+            stored int32 below 2^31 edges, else int64. None: the positions
+            are the edge ids.
         validate: check the invariants above (one pass over the arrays).
 
     Example:
@@ -137,10 +162,12 @@ class CSCGraph:
         # checked in the dtype given, then narrowed: a cast first would wrap
         # ids past int32 into range
         self.indices = indices
-        self.edge_perm = None if edge_perm is None else _as_index(edge_perm, "edge_perm").to(torch.int64)
+        self.edge_perm = None if edge_perm is None else _as_index(edge_perm, "edge_perm")
         if validate:
             self._validate()
         self.indices = indices.to(_index_dtype(num_nodes))
+        if self.edge_perm is not None:
+            self.edge_perm = _narrowed(self.edge_perm, edge_id_dtype(indices.numel()))
 
     def _validate(self) -> None:
         indptr, indices = self.indptr, self.indices
@@ -203,7 +230,7 @@ class CSCGraph:
                                        chunk_edges=chunk_edges).pin_memory()
         pin_for = _cuda_of(device, work) if pin else None
         indices = _empty((num_edges,), index_dtype, device, pin_for)
-        perm = _empty((num_edges,), torch.int64, device, pin_for) if keep_edge_perm else None
+        perm = _empty((num_edges,), edge_id_dtype(num_edges), device, pin_for) if keep_edge_perm else None
         # about 100 bytes of temporaries an edge of a chunk: its ids, the sort, positions
         chunks = list(_chunks(num_edges, chunk_edges or chunk_items(work, 100, num_edges)))
         kept = {}  # a graph of one chunk: moved to ``work`` once, for both passes
@@ -248,7 +275,7 @@ class CSCGraph:
             cursor.index_add_(0, dst, torch.ones_like(dst))
             indices[pos] = src[order].to(device, index_dtype)
             if perm is not None:
-                perm[pos] = (order + lo).to(device)
+                perm[pos] = (order + lo).to(device, perm.dtype)
             del order, dst, rank, first, pos
         indptr = indptr.to(device) if pin_for is None else pinned_copy(indptr, pin_for)
         return cls(indptr, indices, perm, validate=False)
@@ -304,8 +331,8 @@ class CSCGraph:
 
         Args:
             order: ``[N]`` integer permutation of ``[0, N)``, ``order[new] = old``.
-            keep_edge_perm: False: no ``edge_perm`` (8 bytes per edge, 13 GB at
-                1.6x10^9 edges) where no edge id will be asked for.
+            keep_edge_perm: False: no ``edge_perm`` (4 bytes per edge below
+                2^31 edges, 6.4 GB at 1.6x10^9) where no edge id will be asked for.
             device: where the relabelled graph goes; default this graph's.
             pin: the output in pinned host memory (``device`` the CPU).
             work: where the work is done; default where the graph is. A GPU
@@ -330,7 +357,7 @@ class CSCGraph:
         work = self.indices.device
         device = work if device is None else torch.device(device)
         _check_fits(device, pin, "the relabelled CSC graph", (num_nodes + 1) * 8 + num_edges * (
-            self.indices.dtype.itemsize + (8 if keep_edge_perm else 0)))
+            self.indices.dtype.itemsize + (edge_id_dtype(num_edges).itemsize if keep_edge_perm else 0)))
         order = order.to(work, torch.int64)
         new_id = inverse_permutation(order)
         degree = self.degree()[order]
@@ -340,7 +367,7 @@ class CSCGraph:
         del degree
         pin_for = _cuda_of(device, work) if pin else None
         indices = _empty((num_edges,), self.indices.dtype, device, pin_for)
-        edge_perm = _empty((num_edges,), torch.int64, device, pin_for) if keep_edge_perm else None
+        edge_perm = _empty((num_edges,), edge_id_dtype(num_edges), device, pin_for) if keep_edge_perm else None
         # about 50 bytes of temporaries an edge of a chunk: positions, rows, old positions, ids
         for lo, hi in _chunks(num_edges, chunk_edges or chunk_items(work, 50, num_edges)):
             pos = torch.arange(lo, hi, device=work)

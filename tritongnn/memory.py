@@ -74,10 +74,11 @@ def batch_bound(batch_size: int, num_neighbors, num_nodes: int, num_edges: int) 
 
 def batch_working_set(nodes: int, edges: int, row_bytes: int, columns: int, batches: int) -> int:
     """GPU bytes for ``batches`` batches of ``nodes`` rows of ``row_bytes``
-    and ``edges`` edges held at once (in flight, handed out, in the loop),
+    and ``edges`` edges held at once (in flight, handed out, in the loop:
+    ``n_id``, and an edge's ``edge_index`` column and ``e_id``, int64),
     plus what a model's first layer takes over one: its float32 input and
     per-edge messages, and their gradients."""
-    batch = nodes * (row_bytes + 8) + edges * 16
+    batch = nodes * (row_bytes + 8) + edges * 24
     return batches * batch + 2 * (nodes + edges) * 4 * columns
 
 

@@ -101,9 +101,9 @@ def relabel_tiers(graph: CSCGraph | None, x: torch.Tensor | None, plan: CachePla
     if graph is not None:
         if graph.num_nodes != num_nodes:
             raise ValueError(f"the cache plan orders {num_nodes} nodes, the graph has {graph.num_nodes}")
-        # relabelled where the graph is, in chunks, into where it is read; the
-        # loader keeps an edge_perm only for edge attributes (e_id): none, none renamed
-        keep = graph.edge_perm is not None
+        # relabelled where the graph is, in chunks, into where it is read,
+        # with the map from the new CSC positions to edge ids (e_id)
+        keep = True
         # a host graph relabelled on the GPU where a copy of it fits twice
         # over (E-sized gathers and searches), each chunk written back
         work = device if device.type == "cuda" and graph.device.type == "cpu" and \
@@ -144,8 +144,11 @@ class CacheStats:
 
     @classmethod
     def of(cls, graph: CSCGraph, x: torch.Tensor | None, device) -> "CacheStats":
-        """Counters for reads of ``graph``'s lists and ``x``'s rows."""
-        return cls(device, 0 if x is None else x.size(1) * x.element_size(), graph.indices.element_size(),
+        """Counters for reads of ``graph``'s lists and ``x``'s rows (a pick
+        from a host list reads its neighbour id and, where the graph has
+        one, its ``edge_perm`` entry: the edge's ``e_id``)."""
+        pick_bytes = graph.indices.element_size() + (0 if graph.edge_perm is None else graph.edge_perm.element_size())
+        return cls(device, 0 if x is None else x.size(1) * x.element_size(), pick_bytes,
                    graph.indptr.element_size(), graph.num_nodes)
 
     def reset(self) -> None:
@@ -229,6 +232,9 @@ class DualCache:
         new_id: ``[N]`` int64 on the device, user id -> internal id.
         graph: the relabelled ``CSCGraph`` (pinned host memory on a GPU).
         hot_indptr, hot_indices: GPU copies of the first ``A`` rows, or None.
+        hot_edge_perm: the GPU copy of ``graph.edge_perm`` for those rows
+            (their edges' ids: a cache hit reads its ``e_id`` there, not
+            through UVA), or None.
         x: the features in host memory, in the user's ids (``row_map``), or
             relabelled on the device when every row is cached.
         row_map: ``order`` when ``x`` is in the user's ids (the gather reads
@@ -280,10 +286,13 @@ class DualCache:
         self.new_id = inverse_permutation(self.order)
         num_adjacency, num_feature = plan.num_adjacency, plan.num_feature
         self.graph = graph
+        self.hot_edge_perm = None
         if num_adjacency == num_nodes:  # one tier, on the device
             self.hot_indptr = self.hot_indices = None
         else:
             self.hot_indptr, self.hot_indices = graph.row_prefix(num_adjacency, device)
+            if graph.edge_perm is not None:
+                self.hot_edge_perm = graph.edge_perm[:self.hot_indices.numel()].to(device).clone()
         self.dynamic = None
         self.x = x
         self.row_map = None
@@ -343,9 +352,9 @@ class DualCache:
     @property
     def adjacency_tiers(self) -> dict:
         """Keyword arguments of the sampler for the adjacency cache: its
-        arrays and the plan's expected hit rate (which sets the visit
-        order; NaN without a profile)."""
+        arrays (the cached rows' edge ids too) and the plan's expected hit
+        rate (which sets the visit order; NaN without a profile)."""
         if self.hot_indptr is None:
             return {}
-        return dict(hot_indptr=self.hot_indptr, hot_indices=self.hot_indices,
+        return dict(hot_indptr=self.hot_indptr, hot_indices=self.hot_indices, hot_edge_perm=self.hot_edge_perm,
                     adjacency_hit_rate=float(self.plan.adjacency_hit_rate))

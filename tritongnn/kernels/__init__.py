@@ -21,6 +21,8 @@ holds the pure-torch versions (test oracles and the CPU path).
   candidate), and the sampled edges made bidirectional.
 - ``gather``: feature row gather from GPU memory or pinned host memory;
   ``gather_kernel``: its kernel and launch shapes.
+- ``edge_ids``: sampled CSC positions to the user's edge ids (PyG's
+  ``e_id``), one gather from GPU or pinned host memory.
 - ``pack``: valid prefixes of bounded buffers packed end to end, sizes
   kept on the device (a mini-batch captured in one CUDA graph), and a
   super-batch's segments each to its own batch's place.
@@ -31,6 +33,7 @@ holds the pure-torch versions (test oracles and the CPU path).
 from .aggregate import aggregate, segment_sum
 from .attention import attend
 from .classify import classify_frontier, prefix_sum
+from .edge_ids import edge_ids
 from .gather import gather_rows
 from .id_map import IdMap
 from .outputs import ClassifiedFrontier, HopSample, MappedHop
@@ -39,4 +42,5 @@ from .reduce import column_sum
 from .sample import draw_seeds, sample_neighbors
 
 __all__ = ["sample_neighbors", "draw_seeds", "IdMap", "gather_rows", "HopSample", "MappedHop", "aggregate", "attend",
-           "segment_sum", "column_sum", "classify_frontier", "prefix_sum", "ClassifiedFrontier", "pack_prefixes"]
+           "segment_sum", "column_sum", "classify_frontier", "prefix_sum", "ClassifiedFrontier", "pack_prefixes",
+           "edge_ids"]

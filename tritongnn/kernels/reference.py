@@ -378,3 +378,21 @@ def induced_edges(indptr, indices, nodes, return_eid=False):
     hit = order.values[at] == src  # (no candidate when there is no node)
     edge_index = torch.stack([order.indices[at][hit], owner[hit]])
     return edge_index[0], edge_index[1], pos[hit] if return_eid else None
+
+
+def edge_ids(positions, edge_perm, hot_edge_perm=None, count=None, out=None):
+    """``edge_perm[positions]`` as int64 (``hot_edge_perm`` serving the
+    positions below its length), -1 outside ``[0, E)``, over the first
+    ``count`` positions only (or all)."""
+    out = torch.empty_like(positions) if out is None else out
+    valid = positions.numel() if count is None else max(0, min(int(count), positions.numel()))
+    pos = positions[:valid].to(edge_perm.device)
+    inside = (pos >= 0) & (pos < edge_perm.numel())
+    ids = torch.where(inside, edge_perm[pos.clamp(0, max(0, edge_perm.numel() - 1))].to(torch.int64)
+                      if edge_perm.numel() else torch.zeros_like(pos), -1)
+    if hot_edge_perm is not None and hot_edge_perm.numel():
+        hot = inside & (pos < hot_edge_perm.numel())
+        ids = torch.where(hot, hot_edge_perm.to(pos.device)[pos.clamp(0, hot_edge_perm.numel() - 1)].to(torch.int64),
+                          ids)
+    out[:valid] = ids.to(out.device)
+    return out

@@ -89,21 +89,13 @@ def attribute_bytes(data: Data) -> int:
     return sum(_nbytes(value) for _, value, _ in sliced_attributes(data))
 
 
-def has_edge_attrs(data: Data) -> bool:
-    return any(not is_node for _, _, is_node in sliced_attributes(data))
-
-
-def gives_e_id(attrs: "Attributes", renamed: bool, edge_index: torch.Tensor) -> bool:
-    """Whether batches carry ``e_id`` (PyG's always do): where it costs no
-    map of its own from CSC positions to edge ids, an int64 an edge. That
-    is with edge attributes (the graph keeps the map, ``edge_perm``, to
-    slice them), or where ``edge_index`` is grouped by target and no cache
-    renames the graph (not ``renamed``): a CSC position is then the edge's
-    id. Elsewhere the map would triple the topology's bytes (``indices``
-    take 4 B an edge below 2^31 nodes), in GPU memory with either placement
-    (the sampler reads it there: 12.8 GB at 1.6x10^9 edges), for batches
-    that need no edge ids."""
-    return bool(attrs.edge) or (not renamed and in_target_order(edge_index))
+def keeps_edge_perm(edge_index: torch.Tensor) -> bool:
+    """Whether the CSC graph keeps ``edge_perm``, the map from CSC positions
+    to edge ids that batches' ``e_id`` (PyG's always there) and edge
+    attributes go through: unless ``edge_index`` is grouped by target, when
+    a CSC position is the edge's id. (A cache's hot-first relabel makes
+    the map of its own graph either way: ``CSCGraph.relabel``.)"""
+    return not in_target_order(edge_index)
 
 
 def num_edges(data: Data) -> int:
@@ -239,19 +231,19 @@ def check_weight_attr(data: Data, weight_attr, replace: bool) -> torch.Tensor | 
 
 def csc_edge_weight(weight: torch.Tensor | None, graph: CSCGraph, device: torch.device) -> torch.Tensor | None:
     """``weight`` (in ``edge_index`` order) as the sampler on ``device``
-    reads it: float32 in the graph's CSC order (``weight[graph.edge_perm]``),
-    where the graph's ``indices`` are (GPU, host memory pinned for
-    ``device``, or the CPU); copied in chunks of 2^24 edges. None for None."""
+    reads it: float32 in the graph's CSC order (``weight[graph.edge_perm]``,
+    or ``weight`` as it is where the graph has no ``edge_perm``: its CSC
+    positions are the edge ids), where the graph's ``indices`` are (GPU,
+    host memory pinned for ``device``, or the CPU); copied in chunks of
+    2^24 edges. None for None."""
     if weight is None:
         return None
     perm, indices = graph.edge_perm, graph.indices
-    if perm is None:
-        raise ValueError("edge weights follow the graph's edge_perm: build the graph with keep_edge_perm=True")
-    out = pinned_empty(perm.shape, torch.float32, device) if graph.is_pinned else \
-        torch.empty(perm.shape, dtype=torch.float32, device=indices.device)
+    out = pinned_empty(indices.shape, torch.float32, device) if graph.is_pinned else \
+        torch.empty(indices.shape, dtype=torch.float32, device=indices.device)
     step = 1 << 24
-    for lo in range(0, perm.numel(), step):
-        part = perm[lo:lo + step].to(weight.device)
+    for lo in range(0, indices.numel(), step):
+        part = slice(lo, lo + step) if perm is None else perm[lo:lo + step].to(weight.device, torch.int64)
         out[lo:lo + step].copy_(weight[part].to(torch.float32))
     return out
 

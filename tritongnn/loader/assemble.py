@@ -106,7 +106,7 @@ class Assembler:
             batch.num_nodes = n_id.numel()
         for key, (value, dim) in self.attrs.node.items():
             batch[key] = rows[key] if dim == 0 else value.index_select(dim, n_id)
-        if out.edge is not None:  # (the loader's sampler returns it: ``arguments.gives_e_id``)
+        if out.edge is not None:  # (the loader's sampler always returns it, as PyG's does)
             batch.e_id = out.edge
             for key, (value, dim) in self.attrs.edge.items():
                 batch[key] = value.index_select(dim, out.edge)

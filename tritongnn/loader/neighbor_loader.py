@@ -2,9 +2,8 @@
 
 Same arguments for the common case, same batches: a ``Data`` with ``x, y,
 edge_index, n_id, input_id, batch_size, num_sampled_nodes, num_sampled_edges``
-(plus every other node attribute sliced by ``n_id``, and ``e_id`` with edge
-attributes sliced by it when the graph has any, or ``e_id`` alone where it
-costs no map of its own: ``arguments.gives_e_id``). Nodes and edges come in
+(plus every other node attribute sliced by ``n_id``, and ``e_id``, edge
+attributes sliced by it; ``kernels.edge_ids``). Nodes and edges come in
 hop order, seeds first; ``edge_index[0]`` is the sampled neighbour,
 ``edge_index[1]`` the node it was sampled for, so PyG models run unchanged,
 ``trim_to_layer`` included.
@@ -265,8 +264,9 @@ class NeighborLoader:
         self.memory_reserve = check_reserve(memory_reserve)
         self.num_neighbors = check_num_neighbors(num_neighbors)
         num_edges, feature_bytes = arguments.num_edges(data), arguments.feature_bytes(data.x, feature_dtype)
+        keep_edge_perm = arguments.keeps_edge_perm(data.edge_index)  # e_id's map, where positions are not ids
         chosen = choose_placement(
-            placement, self.device, csc_bytes(data.num_nodes, num_edges, arguments.has_edge_attrs(data)),
+            placement, self.device, csc_bytes(data.num_nodes, num_edges, keep_edge_perm),
             feature_bytes, arguments.attribute_bytes(data),
             cache_budget=cache_budget, host_only=cache_budget is not None or bool(reuse) or bool(warm_budget),
             reserve=memory_reserve,
@@ -306,7 +306,7 @@ class NeighborLoader:
                               batch_size=batch_size, memory_reserve=self.memory_reserve,
                               warm_budget=warm_budget or 0, prefetch=prefetch, build_dir=build_dir)
         self.graph, self.x, self.cache = builder.build(
-            data.edge_index, num_nodes, features, feature_dtype, keep_edge_perm=bool(attrs.edge) or weight is not None,
+            data.edge_index, num_nodes, features, feature_dtype, keep_edge_perm=keep_edge_perm,
             share_host_memory=share_host_memory, cache_budget=cache_budget, replace=replace,
             cache_profile=cache_profile, profile_epochs=profile_epochs, cache_policy=cache_policy,
             dynamic=dynamic)
@@ -317,7 +317,7 @@ class NeighborLoader:
         # the input nodes in the sampler's ids: internal (hot-first) ones with a cache
         self.seeds = self.input_nodes if self.cache is None else self.cache.new_id[self.input_nodes]
         self.sampler = NeighborSampler(self.graph, self.num_neighbors, replace, self.device,
-                                       return_eid=arguments.gives_e_id(attrs, self.cache is not None, data.edge_index),
+                                       return_eid=True,
                                        method=sample_kernel, subgraph_type=subgraph_type,
                                        edge_weight=arguments.csc_edge_weight(weight, self.graph, self.device),
                                        **(self.cache.adjacency_tiers if self.cache else {}))
@@ -418,9 +418,9 @@ class NeighborLoader:
         (``tritongnn.loader.replay``): where no row a batch reads crosses PCIe
         (there the step is bound by the host; a dynamic cache or reuse exists
         only where rows do) and nothing a batch reads changes between batches
-        outside the graphs (no reorder; one batch a pass; no edge attributes,
-        nor an ``e_id`` through ``edge_perm``; node attributes tensors along
-        dim 0: ``Attributes.replayable``), with ``prefetch``, where the sampler captures."""
+        outside the graphs (no reorder; one batch a pass; no edge attributes;
+        node attributes tensors along dim 0: ``Attributes.replayable``), with
+        ``prefetch``, where the sampler captures."""
         return (self._reads_no_host_rows() and self.prefetch > 0
                 and self.replay.possible(self.sampler, self.device) and self.super_batch == 1
                 and self.reorder is None and self.assembler.attrs.replayable)

@@ -31,7 +31,8 @@ class Placement:
 def choose_placement(placement: str, device: torch.device, graph_bytes: int, feature_bytes: int,
                      attribute_bytes: int, *, cache_budget, host_only: bool, reserve,
                      working: int = 0) -> Placement:
-    """The placement for a graph of ``graph_bytes`` (CSC), ``feature_bytes``
+    """The placement for a graph of ``graph_bytes`` (CSC, its ``edge_perm``
+    included where it keeps one: ``graph.csc_bytes``), ``feature_bytes``
     (``x`` as stored) and ``attribute_bytes`` (other node and edge
     attributes, on the device either way) on ``device``. ``host_only``:
     an argument that needs host placement was given (a cache budget, reuse,

@@ -350,7 +350,7 @@ class ReplayedBatches:
             batch.num_nodes = n
         for key, value in attrs.items():
             batch[key] = value
-        if out.edge is not None:  # the CSC positions: the edge ids of a graph without edge_perm
+        if out.edge is not None:  # edge ids, mapped from CSC positions in the graph (``PackedBatch``)
             batch.e_id = out.edge
         slot.handed = True
         self.loader.times.add_batch(start, sampled, sampled, gathered)  # the gather starts where sampling ends

@@ -2,9 +2,10 @@
 graph maps it back instead of building it again.
 
 Three things cost a build at scale, and each is kept: the CSC graph (an
-E-sized sort of ``edge_index``), the access profile (``profile_epochs`` of
-sampling) and, with a cache, the graph renamed hot-first by the plan (an
-E-sized relabel). Each array is one ``.npy`` file, read back through a
+E-sized sort of ``edge_index``; its ``edge_perm``, the CSC positions' edge
+ids, with it), the access profile (``profile_epochs`` of sampling) and,
+with a cache, the graph renamed hot-first by the plan (an E-sized relabel;
+its ``edge_perm`` always, as batches' ``e_id`` go through it). Each array is one ``.npy`` file, read back through a
 memory map into where the loader reads it (pinned host memory, the GPU, or
 the map itself on a CPU loader). A saved piece is used only for the graph
 and arguments it was made from: the graph is known by its size, dtype and
@@ -119,7 +120,7 @@ class SavedBuild:
         if meta is None or not meta["spent"] <= budget <= meta["budget"] * (1 + _PLAN_SLACK):
             return None
         arrays = self._read(name)
-        if arrays is None:
+        if arrays is None or "edge_perm" not in arrays:  # (batches' e_id reads the relabelled graph's map)
             return None
         plan = CachePlan(order=arrays.pop("order").clone(), **meta["plan"])
         self.loaded.append("relabelled graph")

@@ -17,7 +17,7 @@ from .._checks import check_positive_int
 from ..cache.allocator import CachePlan, check_budget, plan_by_degree, plan_cache
 from ..cache.dual import DualCache, relabel_tiers
 from ..cache.profile import AccessProfile
-from ..graph import CSCGraph, csc_bytes
+from ..graph import CSCGraph, csc_bytes, edge_bytes
 from ..host_memory import as_pinned
 from ..shared_host import HostGroup, SharedHostArrays
 from ..memory import CACHE_BYTES_PER_NODE, batch_bound, batch_working_set, device_free_bytes, model_reserve
@@ -69,7 +69,8 @@ def working_sets(batch_size: int, num_neighbors, num_nodes: int, num_edges: int,
     if rows_per_batch is not None:
         nodes = min(nodes, math.ceil(SLOT_ROWS * rows_per_batch))
     columns = 0 if x_shape is None else (int(x_shape[1]) if len(x_shape) == 2 else 1)
-    return dict(whole=csc_bytes(num_nodes, num_edges) + row_bytes * num_nodes,
+    # (a cache's graph keeps its edge_perm: the relabel makes one)
+    return dict(whole=csc_bytes(num_nodes, num_edges, keep_edge_perm=True) + row_bytes * num_nodes,
                 eager=batch_working_set(nodes, edges, row_bytes, columns, prefetch + 2),
                 replayed=batch_working_set(nodes, edges, row_bytes, columns,
                                            math.ceil(most_slots(prefetch) * SLOT_ROWS)))
@@ -206,8 +207,8 @@ class TierBuilder:
                 self._stored(*self._feature_source, out=host.empty("x", x.shape, x.dtype))
             elif x is not None:
                 host.copy("x", x)
-            if graph.edge_perm is not None:  # read once, by the sampler's copy to the device
-                host.copy("edge_perm", graph.edge_perm, pin=False)
+            if graph.edge_perm is not None:  # read by the sampler through UVA (e_id)
+                host.copy("edge_perm", graph.edge_perm)
             return {}
 
         published = SharedHostArrays(group, self.device).publish(build, self.fingerprint)
@@ -273,7 +274,14 @@ class TierBuilder:
         p = self.cache_profile
         profile = None if p is None else (p.epochs, p.num_batches, float(p.feature.sum()), int(p.inputs.sum()),
                                           int(p.adjacency.sum()))
-        return (policy, row_bytes, None if dynamic is None else repr(dynamic), self.num_neighbors, profile)
+        return (policy, row_bytes, None if dynamic is None else repr(dynamic), self.num_neighbors, profile,
+                ("edge_bytes", self._edge_bytes()))
+
+    def _edge_bytes(self) -> int:
+        """Bytes a cached edge takes, and a pick from a host list reads: its
+        neighbour id and its ``edge_perm`` entry (the relabelled graph always
+        has one; the cache copies the cached rows' part: ``hot_edge_perm``)."""
+        return edge_bytes(*self.fingerprint[:2])
 
     def _working_sets(self, x) -> dict:
         """``working_sets`` of this loader, with the rows per batch its profile saw."""
@@ -354,7 +362,7 @@ class TierBuilder:
         row_bytes = budget + 1 if x is None else x.size(1) * x.element_size()
         degree = graph.degree()
         return self._split_dynamic(
-            lambda b, d: plan_cache(profile, degree, row_bytes, b, index_bytes=graph.indices.element_size(),
+            lambda b, d: plan_cache(profile, degree, row_bytes, b, index_bytes=self._edge_bytes(),
                                     dynamic_bytes=d),
             budget, row_bytes, dynamic if x is not None else None, graph.num_nodes)
 
@@ -370,10 +378,7 @@ class TierBuilder:
         def build(host: SharedHostArrays) -> dict:
             x_values = self._real(x)
             plan, rows = self._plan_cache(graph, x_values, budget, policy, dynamic)
-            # edge_perm is read once, by the sampler's copy to the device: no need to pin it
-            built["tiers"] = relabel_tiers(graph, x_values, plan, self.device,
-                                           lambda name, shape, dtype: host.empty(name, shape, dtype,
-                                                                                 pin=name != "edge_perm"))
+            built["tiers"] = relabel_tiers(graph, x_values, plan, self.device, host.empty)
             built["plan"] = plan
             host.copy("order", plan.order, pin=False)  # the plan the host tiers follow, for the others
             return dict(rows=rows, plan={f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)

@@ -20,7 +20,7 @@ from torch_geometric.sampler import SamplerOutput
 
 from ..cuda_graph import capture
 from ..host_memory import pinned_empty
-from ..kernels import pack_prefixes
+from ..kernels import edge_ids, pack_prefixes
 
 
 def hop_sizes(hops) -> torch.Tensor:
@@ -120,9 +120,10 @@ class PackedBatch(CapturedHops):
     (``edges[:E]`` the rows, ``edges[E:2E]`` the columns: ``edge_index`` as
     one ``[2, E]`` view) are packed into buffers of their own, sized by the
     hops' bounds, at offsets the device computes
-    (``kernels.pack_prefixes``), with ``return_eid`` the edges' CSC
-    positions too (``eid``: the edge ids where the graph has no
-    ``edge_perm``, which a packed batch does not apply), and every hop's
+    (``kernels.pack_prefixes``), with ``return_eid`` the edges' ids too
+    (``eid``: their CSC positions, mapped through the graph's
+    ``edge_perm`` where it has one, in the graph: ``kernels.edge_ids``
+    over the packed prefix, its length read on the device), and every hop's
     sizes are copied to pinned host memory (``sizes_host``). What a replay
     leaves is then read after one wait on the replay's stream, with no
     launch: the batch's tensors are views (``outputs``). A replay overwrites
@@ -134,9 +135,6 @@ class PackedBatch(CapturedHops):
     """
 
     def __init__(self, sampler, batch_size: int):
-        if sampler.return_eid and sampler.graph.edge_perm is not None:
-            raise ValueError("a packed batch has no e_id through edge_perm: build the sampler with "
-                             "return_eid=False, or over a graph without edge_perm")
         self.node = self.edges = self.eid = self.sizes_host = None
         self._with_eid = sampler.return_eid
         super().__init__(sampler, batch_size)
@@ -163,7 +161,10 @@ class PackedBatch(CapturedHops):
         self.num_edges = pack_prefixes([m.local for _, m in hops], counts, self.edges)
         pack_prefixes([e.dst for e, _ in hops], counts, self.edges, start=self.num_edges)
         if self.eid is not None:
-            pack_prefixes([e.eid for e, _ in hops], counts, self.eid)
+            num_edges = pack_prefixes([e.eid for e, _ in hops], counts, self.eid)
+            sampler = self._sampler()
+            if sampler._edge_perm is not None:
+                edge_ids(self.eid, sampler._edge_perm, sampler._hot_edge_perm, count=num_edges, out=self.eid)
         if hops:
             self.sizes_host.copy_(self.sizes, non_blocking=True)
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import torch
 from torch_geometric.sampler import SamplerOutput
 
+from ..kernels import edge_ids
+
 
 def _edge_rows(rows: list[torch.Tensor], cols: list[torch.Tensor], device) -> tuple[torch.Tensor, torch.Tensor]:
     """The batch's ``row`` and ``col`` (each hop's parts laid end to end),
@@ -58,16 +60,21 @@ def edge_index_of(row: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
     return torch.stack([row, col])
 
 
-def _edge_ids(edge: torch.Tensor, edge_perm: torch.Tensor | None) -> torch.Tensor:
-    """The input graph's edge ids of CSC positions ``edge``."""
-    return edge if edge_perm is None else edge_perm[edge]
+def to_edge_ids(edge: torch.Tensor, edge_perm: torch.Tensor | None,
+                hot_edge_perm: torch.Tensor | None = None) -> torch.Tensor:
+    """The input graph's edge ids of CSC positions ``edge`` (a tensor of the
+    batch's own, mapped in place; ``kernels.edge_ids``), or ``edge`` itself
+    where the graph has no ``edge_perm`` (its positions are the ids)."""
+    return edge if edge_perm is None else edge_ids(edge, edge_perm, hot_edge_perm, out=edge)
 
 
 def batch_output(seeds: torch.Tensor, hops, sizes: list[int], device, return_eid: bool,
-                 edge_perm: torch.Tensor | None) -> SamplerOutput:
+                 edge_perm: torch.Tensor | None, hot_edge_perm: torch.Tensor | None = None) -> SamplerOutput:
     """One batch's ``SamplerOutput`` from its hops' buffers, ``sizes`` being
     the host's copy of ``hop_sizes`` (``[e0, n0, e1, n1, ...]``): the slices
-    copy the batch out of the (possibly replayed) buffers."""
+    copy the batch out of the (possibly replayed) buffers. ``edge_perm``
+    (and the adjacency cache's ``hot_edge_perm``) map the edges' CSC
+    positions to edge ids (``to_edge_ids``)."""
     num_edges, num_new = sizes[0::2], sizes[1::2]
     node = torch.cat([seeds] + [m.new_nodes[:n] for (_, m), n in zip(hops, num_new)])
     row, col = _edge_rows([m.local[:e] for (_, m), e in zip(hops, num_edges)],
@@ -75,14 +82,15 @@ def batch_output(seeds: torch.Tensor, hops, sizes: list[int], device, return_eid
     edge = None
     if return_eid:
         edge = torch.cat([h.eid[:e] for (h, _), e in zip(hops, num_edges)]) if hops else torch.empty_like(row)
-        edge = _edge_ids(edge, edge_perm)
+        edge = to_edge_ids(edge, edge_perm, hot_edge_perm)
     return SamplerOutput(node=node, row=row, col=col, edge=edge,
                          num_sampled_nodes=[seeds.numel()] + num_new,
                          num_sampled_edges=num_edges)
 
 
 def super_batch_outputs(seeds: torch.Tensor, hops, bounds: list[int], sizes: list[int], device,
-                        return_eid: bool, edge_perm: torch.Tensor | None) -> list[SamplerOutput]:
+                        return_eid: bool, edge_perm: torch.Tensor | None,
+                        hot_edge_perm: torch.Tensor | None = None) -> list[SamplerOutput]:
     """The K ``SamplerOutput``s of a super-batch whose sub-batches have
     ``sizes`` seeds, ``bounds`` being the host's copy of ``hop_bounds``
     (every hop's ``edge_ptr``, K + 1, then its new nodes per sub-batch, K)."""
@@ -118,7 +126,7 @@ def super_batch_outputs(seeds: torch.Tensor, hops, bounds: list[int], sizes: lis
     no_edge = torch.empty(0, dtype=torch.int64, device=device)  # no hop: nothing to lay end to end
     edges = torch.cat(edge_parts or [no_edge])
     eid = torch.cat(eid_parts or [no_edge]) if return_eid else None
-    eid_of = [None] * num_batches if eid is None else _edge_ids(eid, edge_perm).split(edges_of)
+    eid_of = [None] * num_batches if eid is None else to_edge_ids(eid, edge_perm, hot_edge_perm).split(edges_of)
     outputs = []
     for k, (n_id, pair) in enumerate(zip(node.split(nodes_of), edges.split([2 * e for e in edges_of]))):
         row, col = pair.view(2, edges_of[k]).unbind(0)

@@ -67,7 +67,7 @@ from torch_geometric.sampler import SamplerOutput
 from .._checks import check_positive_int
 from ..graph import CSCGraph
 from ..kernels import IdMap, draw_seeds, sample_neighbors
-from ..kernels._launch import check_ids_in_range, host_list, on_device, on_device_of, use_triton
+from ..kernels._launch import check_ids_in_range, check_readable, host_list, on_device, on_device_of, use_triton
 from ..kernels.id_map import DirectTable, direct_fits
 from ..kernels.sample import check_method, visits_in_node_order
 from .arguments import check_hit_rate, check_num_neighbors, within_kernel_fanouts
@@ -96,11 +96,17 @@ class NeighborSampler:
         num_neighbors: fanout per hop, -1 = all neighbours.
         replace: sample with replacement.
         device: where sampling runs and outputs live.
-        return_eid: also return the id of every sampled edge (``e_id``).
+        return_eid: also return the id of every sampled edge (``e_id``):
+            its CSC position where the graph has no ``edge_perm``, else
+            ``edge_perm`` of it, read where the graph lives (GPU memory, or
+            pinned host memory through UVA; ``kernels.edge_ids``).
         cuda_graph: on a GPU, capture each batch size's hops into a CUDA
             graph and replay it (same batches, a fraction of the host time).
         hot_indptr, hot_indices: the adjacency cache (GPU copies of the
             first rows of a hot-first relabelled graph), or None.
+        hot_edge_perm: with ``return_eid``, the GPU copy of ``edge_perm``
+            for the cached rows (its first ``hot_indices.numel()``
+            entries), so that their edge ids are read from GPU memory; or None.
         adjacency_hit_rate: with the adjacency cache, the share of row
             reads it is expected to serve (the loader's cache plan gives
             it): each hop then reads its frontier in node-id order where
@@ -136,7 +142,8 @@ class NeighborSampler:
                  device="cuda", return_eid: bool = False, cuda_graph: bool = True,
                  hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None,
                  method: str = "auto", d_max: int = 64, adjacency_hit_rate: float | None = None,
-                 edge_weight: torch.Tensor | None = None, subgraph_type: str = "directional"):
+                 edge_weight: torch.Tensor | None = None, subgraph_type: str = "directional",
+                 hot_edge_perm: torch.Tensor | None = None):
         check_method(method, d_max)
         self.subgraph_type = check_subgraph_type(subgraph_type)
         adjacency_hit_rate = check_hit_rate(adjacency_hit_rate)
@@ -146,10 +153,11 @@ class NeighborSampler:
         self.replace = bool(replace)
         self.device = torch.device(device)
         self.return_eid = return_eid
-        if return_eid and graph.edge_perm is not None:
-            self._edge_perm = graph.edge_perm.to(self.device)
-        else:
-            self._edge_perm = None
+        # read where the graph lives: never copied (4 B an edge)
+        self._edge_perm = graph.edge_perm if return_eid else None
+        self._hot_edge_perm = hot_edge_perm if self._edge_perm is not None else None
+        if self._edge_perm is not None:
+            check_readable(self._edge_perm, self.device, "graph.edge_perm")
         self._id_map = None
         self._direct: DirectTable | None = None  # the direct id maps' words, shared
         self.cuda_graph = bool(cuda_graph) and self.device.type == "cuda"
@@ -329,13 +337,12 @@ class NeighborSampler:
         """A new ``PackedBatch`` for batches of ``batch_size`` seeds (its
         graph captured on a GPU), or None where one cannot be: a hop that
         syncs (fanout -1, a frontier past ``_SYNC_ABOVE``), more id-map keys
-        than ``_GRAPH_KEYS_MAX``, ``return_eid`` through ``edge_perm``, a
-        ``subgraph_type`` other than ``"directional"``, captures off
+        than ``_GRAPH_KEYS_MAX``, a ``subgraph_type`` other than ``"directional"``, captures off
         (``cuda_graph=False``), or a CPU without Triton's interpreter."""
         check_positive_int("batch_size", batch_size)
         keys = self._keys_bound(batch_size)
         capturable = self.cuda_graph or (self.device.type == "cpu" and use_triton(self.device))
-        if not capturable or self._edge_perm is not None or not 0 < keys <= _GRAPH_KEYS_MAX \
+        if not capturable or not 0 < keys <= _GRAPH_KEYS_MAX \
                 or self.subgraph_type != "directional":
             return None
         return PackedBatch(self, batch_size)
@@ -393,7 +400,8 @@ class NeighborSampler:
 
         # The one sync of the batch: every hop's sizes in one copy.
         sizes = host_list(sizes) if hops else []
-        return self._subgraph(batch_output(seeds, hops, sizes, self.device, self.return_eid, self._edge_perm))
+        return self._subgraph(batch_output(seeds, hops, sizes, self.device, self.return_eid, self._edge_perm,
+                                           self._hot_edge_perm))
 
     @on_device_of("self")
     def sample_endpoints(self, endpoints: torch.Tensor, generator: torch.Generator | None = None,
@@ -431,7 +439,8 @@ class NeighborSampler:
         if self.subgraph_type == "directional":
             return out
         id_map = self._map_for(out.node.numel()) if use_triton(self.device) else None
-        return to_subgraph(out, self.subgraph_type, self.graph, self._tiers, id_map, self._edge_perm)
+        return to_subgraph(out, self.subgraph_type, self.graph, self._tiers, id_map, self._edge_perm,
+                           self._hot_edge_perm)
 
     @on_device_of("self")
     def sample_many(self, seeds_list, generator: torch.Generator | None = None,
@@ -495,5 +504,6 @@ class NeighborSampler:
         # The one sync of the super-batch: how many edges and new nodes each
         # sub-batch has in every hop.
         bounds = host_list(bounds) if hops else []
-        outs = super_batch_outputs(seeds, hops, bounds, sizes, self.device, self.return_eid, self._edge_perm)
+        outs = super_batch_outputs(seeds, hops, bounds, sizes, self.device, self.return_eid, self._edge_perm,
+                                   self._hot_edge_perm)
         return [self._subgraph(out) for out in outs]

@@ -24,6 +24,7 @@ import warnings
 from torch_geometric.sampler import SamplerOutput
 
 from ..kernels.subgraph import bidirectional_edges, induced_edges
+from .outputs import to_edge_ids
 
 SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
 
@@ -65,7 +66,8 @@ def hop_layout(out: SamplerOutput) -> list[int]:
     return out.metadata["num_sampled_nodes"]
 
 
-def to_subgraph(out: SamplerOutput, subgraph_type: str, graph, tiers: dict, id_map, edge_perm) -> SamplerOutput:
+def to_subgraph(out: SamplerOutput, subgraph_type: str, graph, tiers: dict, id_map, edge_perm,
+                hot_edge_perm=None) -> SamplerOutput:
     """``out`` (a directional batch, internal ids) with the edges of
     ``subgraph_type``: its nodes as they are, ``row``/``col``/``edge``
     replaced, the hop counts moved to ``metadata``.
@@ -75,7 +77,8 @@ def to_subgraph(out: SamplerOutput, subgraph_type: str, graph, tiers: dict, id_m
             (``hot_indptr``/``hot_indices``, or empty).
         id_map: the ``IdMap`` the induced pass restarts (the sampler's, used
             on its stream between its batches), or None.
-        edge_perm: the CSC positions' edge ids, or None (the positions are).
+        edge_perm: the CSC positions' edge ids, or None (the positions are);
+            ``hot_edge_perm``: its GPU copy for the cached rows, or None.
     """
     if subgraph_type == "directional":
         return out
@@ -84,7 +87,7 @@ def to_subgraph(out: SamplerOutput, subgraph_type: str, graph, tiers: dict, id_m
     else:
         row, col, edge = induced_edges(graph.indptr, graph.indices, out.node, id_map, out.edge is not None,
                                        **tiers)
-        if edge is not None and edge_perm is not None:
-            edge = edge_perm[edge]
+        if edge is not None:
+            edge = to_edge_ids(edge, edge_perm, hot_edge_perm)
     layout = dict(num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges)
     return SamplerOutput(node=out.node, row=row, col=col, edge=edge, metadata=layout)
