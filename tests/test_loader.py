@@ -105,10 +105,12 @@ def assert_same_batches(ours, pyg):
                 assert va == vb, key
 
 
-def test_no_edge_attributes_no_e_id():
+def test_no_edge_attributes_still_e_id():
+    # PyG's batches always carry e_id: the columns of edge_index they are
     data = random_data()
     batch = next(iter(NeighborLoader(data, [2], batch_size=8)))
-    assert "e_id" not in batch and batch.edge_index.dtype == torch.int64
+    assert batch.edge_index.dtype == batch.e_id.dtype == torch.int64
+    assert torch.equal(batch.n_id[batch.edge_index], data.edge_index[:, batch.e_id])
 
 
 @pytest.mark.parametrize("model_cls", [GraphSAGE, GAT, GCN])

@@ -243,16 +243,21 @@ def test_e_id_replayed():
         check_e_id(batch, data)
 
 
-def test_no_e_id_where_it_would_cost_a_map():
-    # any other order, or a cache that renames the graph: an int64 an edge
-    # the batches do not carry (PyG's would)
+def test_e_id_where_positions_are_not_edge_ids():
+    # any other order, or a cache that renames the graph: the graph keeps
+    # the map, and the batches are PyG's, e_id included
     data = small_data()
     del data.edge_attr
-    assert "e_id" not in next(iter(NeighborLoader(data, [3, 2], batch_size=8, device="cpu")))
+    plain = NeighborLoader(data, [3, 2], batch_size=8, device="cpu", seed=7)
+    assert plain.graph.edge_perm is not None
+    assert_same_batches(plain, pyg_loader(data, None, "cpu", batch_size=8))
     grouped = grouped_by_target(small_data())
     cached = NeighborLoader(grouped, [3, 2], batch_size=8, device="cpu", placement="host", cache_budget=20 * 20,
                             profile_epochs=1)
-    assert "e_id" not in next(iter(cached)) and cached.graph.edge_perm is None
+    assert cached.graph.edge_perm is not None
+    for loader, source in ((plain, data), (cached, grouped)):
+        for batch in loader:
+            check_e_id(batch, source)
 
 
 def test_in_target_order_reads_chunk_by_chunk():

@@ -61,12 +61,6 @@ def pyg_loader(pair, input_nodes=None, **kwargs):
                       input_nodes=input_nodes, **kwargs)
 
 
-def without_e_id(loader):
-    for batch in loader:
-        del batch.e_id
-        yield batch
-
-
 def check_e_id(batch, coo):
     # PyG's e_id: the column of the store's COO (GraphStore.coo) each edge is
     assert torch.equal(batch.n_id[batch.edge_index], coo[:, batch.e_id])
@@ -82,16 +76,12 @@ def test_batches_as_pyg_over_the_stores(device, layout):
     ours = NeighborLoader(pair, [3, 2], input_nodes=parts["mask"], batch_size=8, device=device, seed=7)
     pyg = pyg_loader(pair, parts["mask"], batch_size=8, device=device)
     assert torch.equal(torch.stack(graph_store.coo()[:2]), coo)  # PyG's own COO of the store, in its order
-    grouped = layout in ("coo_sorted", "csc")  # (e_id then costs no map: as for a Data in target order)
-    assert_same_batches(ours, pyg if grouped else without_e_id(pyg))
+    assert_same_batches(ours, pyg)  # e_id included, in every layout
     for batch in ours:
         batch = batch.to("cpu")
         assert torch.equal(batch.x, parts["x"][batch.n_id]) and torch.equal(batch.pair_index, pair_index[batch.n_id])
         assert batch.num_nodes == batch.n_id.numel()
-        if grouped:
-            check_e_id(batch, coo)
-        else:
-            assert "e_id" not in batch
+        check_e_id(batch, coo)
 
 
 def test_same_batches_as_the_data_of_the_stores(device):
