@@ -87,8 +87,9 @@ def test_a_batch_holds_at_most_what_its_fanouts_allow():
     assert memory.batch_bound(8000, [15, 10, 5], 10**9, 10**10) == (8000 * 916, 8000 * 915)
     assert memory.batch_bound(8000, [15, 10, 5], 10**6, 5 * 10**6) == (10**6, 5 * 10**6)  # within the graph
     assert memory.batch_bound(10, [-1], 100, 1000) == (100, 1000)  # every neighbour: the whole graph at most
-    # each batch's rows and edges, and a model's first layer over one batch (float32, both directions)
-    assert memory.batch_working_set(100, 300, 512, 128, 3) == 3 * (100 * 520 + 300 * 16) + 2 * 400 * 512
+    # each batch's rows and edges (edge_index and e_id, int64), and a model's
+    # first layer over one batch (float32, both directions)
+    assert memory.batch_working_set(100, 300, 512, 128, 3) == 3 * (100 * 520 + 300 * 24) + 2 * 400 * 512
 
 
 def test_the_auto_reserve_and_budget_leave_the_batches_working_set(monkeypatch):
