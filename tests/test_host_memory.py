@@ -132,9 +132,10 @@ def test_share_host_memory_is_a_bool_and_one_rank_keeps_its_own_copy():
     with pytest.raises(TypeError, match="share_host_memory must be a bool, got str 'yes'"):
         NeighborLoader(data, [2], device="cpu", placement="host", share_host_memory="yes")
     loader = NeighborLoader(data, [2], device="cpu", placement="host")
-    graph = loader.graph
+    graph = loader.graph  # (its edges in no order: it keeps edge_perm, int32, for e_id)
+    assert graph.edge_perm.dtype == torch.int32
     assert loader.host_memory == dict(host_array_bytes=graph.indptr.nbytes + graph.indices.nbytes +
-                                      data.x.nbytes, shared_by_ranks=1)
+                                      graph.edge_perm.nbytes + data.x.nbytes, shared_by_ranks=1)
 
 
 # --- two processes --------------------------------------------------------
