@@ -126,7 +126,7 @@ def check_induced(batch, data):
     if "e_id" in batch:  # each edge is the graph's edge e_id, its attributes those of it
         e_id = batch.e_id.cpu()
         assert torch.equal(data.edge_index[:, e_id], n_id[batch.edge_index.cpu()])
-        assert torch.equal(batch.edge_attr.cpu(), data.edge_attr[e_id])
+        assert "edge_attr" not in data or torch.equal(batch.edge_attr.cpu(), data.edge_attr[e_id])
         assert e_id.unique().numel() == e_id.numel()  # each of the graph's edges at most once
 
 
@@ -143,7 +143,7 @@ def check_bidirectional(batch, directional, data):
         ends = data.edge_index[:, batch.e_id.cpu()]
         global_pairs = n_id[batch.edge_index.cpu()]
         assert bool(((ends == global_pairs).all(0) | (ends == global_pairs.flip(0)).all(0)).all())
-        assert torch.equal(batch.edge_attr.cpu(), data.edge_attr[batch.e_id.cpu()])
+        assert "edge_attr" not in data or torch.equal(batch.edge_attr.cpu(), data.edge_attr[batch.e_id.cpu()])
 
 
 @pytest.mark.parametrize("edge_attr", [False, True])
@@ -156,7 +156,7 @@ def test_loader_subgraph_types_keep_the_nodes_and_give_their_edges(device, edge_
     for d, i, b in zip(directional, induced, bidirectional, strict=True):
         assert torch.equal(i.n_id, d.n_id) and torch.equal(i.x, d.x) and torch.equal(i.y, d.y)
         assert i.batch_size == d.batch_size and torch.equal(i.input_id, d.input_id)
-        assert ("e_id" in i) == ("e_id" in b) == edge_attr
+        assert "e_id" in i and "e_id" in b  # with edge attributes or without, as PyG's
         check_induced(i, data)
         check_bidirectional(b, d, data)
 
