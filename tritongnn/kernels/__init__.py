@@ -12,6 +12,9 @@ holds the pure-torch versions (test oracles and the CPU path).
   pick from memory (``method="foundation"``), and whole rows (fanout -1).
 - ``sample_grouped``: the same sampling with rows staged by coalesced loads
   (GARDEN's grouped sampler; ``method="grouped"`` / ``"grouped_split"``).
+- ``sample_temporal``: PyG's temporal sampling: each frontier node's row
+  cut to its window of admissible (no later than its seed) positions, by a
+  binary search in rows sorted by time, for the uniform kernels to sample.
 - ``sample_fused``: a hop's classification, placement and draws in one
   launch, a decoupled look-back scan (``method="fused"``).
 - ``id_map``: fused global-to-local id mapping, keyed by sub-batch (direct

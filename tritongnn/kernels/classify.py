@@ -360,6 +360,7 @@ def classify_frontier(
     hot_indptr: torch.Tensor | None = None,
     block: int | None = None,
     sort_by_node: bool = False,
+    bounds: tuple | None = None,
 ) -> ClassifiedFrontier:
     """Classify a (super-)batch frontier into full and random nodes and place
     its output edges, with no atomic and no host synchronisation.
@@ -383,6 +384,10 @@ def classify_frontier(
             order: the same outputs as without it. Where ``indptr`` is read
             through UVA, monotone addresses touch far fewer host pages
             (``kernels.sample``, "Visit order").
+        bounds: ``(row_start, degree, visit)`` given instead of read from
+            ``indptr``: ``[bound]`` int64 each node's row (its time window,
+            ``kernels.sample_temporal``) at its frontier position, and the
+            order they were read in (or None); ``sort_by_node`` unread.
 
     Returns:
         ``ClassifiedFrontier`` (row bounds, degrees, output offsets in
@@ -408,7 +413,7 @@ def classify_frontier(
         raise ValueError(f"batch_ptr must have K + 1 >= 2 entries, got {batch_ptr.numel()}")
     if not use_triton(device):
         return reference.classify_frontier(indptr, frontier, num_frontier, fanout, replace,
-                                           frontier_batch, batch_ptr)
+                                           frontier_batch, batch_ptr, bounds)
     tiered = hot_indptr is not None
     if not tiered:
         hot_indptr = indptr
@@ -416,8 +421,11 @@ def classify_frontier(
     frontier = frontier.contiguous()
     frontier_batch = None if frontier_batch is None else frontier_batch.contiguous()
     bound = frontier.numel()
-    row_start = torch.empty(bound, dtype=torch.int64, device=device)
-    degree = torch.empty_like(row_start)
+    if bounds is None:
+        row_start = torch.empty(bound, dtype=torch.int64, device=device)
+        degree = torch.empty_like(row_start)
+    else:
+        row_start, degree, visit = bounds
     offsets = torch.empty_like(row_start)
     order = torch.empty_like(row_start)
     edge_ptr = torch.empty(num_batches + 1, dtype=torch.int64, device=device)
@@ -430,15 +438,16 @@ def classify_frontier(
     if not has_batch:
         frontier_batch = batch_ptr = frontier  # never read
     flags = dict(ALL=fanout == -1, REPLACE=bool(replace))
-    visit = node_order(frontier, num_frontier, indptr.numel() - 1) if sort_by_node else None
-    if visit is not None and bound:
+    if bounds is None:
+        visit = node_order(frontier, num_frontier, indptr.numel() - 1) if sort_by_node else None
+    if bounds is None and visit is not None and bound:
         _bounds_kernel[(triton.cdiv(bound, block),)](
             indptr, hot_indptr, frontier, visit, num_frontier, row_start, degree, bound,
             hot_indptr.numel() - 1, TIERED=tiered, BLOCK=block)
     _classify_kernel[(num_blocks,)](indptr, hot_indptr, frontier, num_frontier, row_start, degree,
                                     local_count, local_full, sums, num_blocks, bound, fanout,
-                                    hot_indptr.numel() - 1, TIERED=tiered, BOUNDS=visit is not None,
-                                    BLOCK=block, **flags)
+                                    hot_indptr.numel() - 1, TIERED=tiered,
+                                    BOUNDS=bounds is not None or visit is not None, BLOCK=block, **flags)
     _carry_kernel[(2,)](sums, num_blocks, BLOCK=block)
     _place_kernel[(max(1, triton.cdiv(bound, block)),)](
         degree, local_count, local_full, sums, frontier_batch, batch_ptr, num_frontier, offsets, order,

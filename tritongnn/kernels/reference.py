@@ -48,13 +48,16 @@ def full_nodes(degree: torch.Tensor, fanout: int, replace: bool) -> torch.Tensor
 
 
 def classify_frontier(indptr, frontier, num_frontier, fanout, replace=False, frontier_batch=None,
-                      batch_ptr=None) -> ClassifiedFrontier:
+                      batch_ptr=None, bounds=None) -> ClassifiedFrontier:
     """Reference of ``kernels.classify.classify_frontier`` (outputs sized to
     the valid prefix, except ``edge_ptr``/``num_full``)."""
     n = int(num_frontier.reshape(-1)[0])
     nodes = frontier[:n]
-    start = indptr[nodes]
-    degree = indptr[nodes + 1] - start
+    if bounds is None:
+        start = indptr[nodes]
+        degree = indptr[nodes + 1] - start
+    else:
+        start, degree = bounds[0][:n], bounds[1][:n]
     count = sample_counts(degree, fanout, replace)
     full = full_nodes(degree, fanout, replace)
     if frontier_batch is None:
@@ -76,36 +79,77 @@ def sample_neighbors(indptr, indices, frontier, frontier_local, num_frontier, fa
                      batch_ptr=None) -> HopSample:
     """Reference of ``kernels.sample.sample_neighbors`` (exactly sized outputs)."""
     n = int(num_frontier.reshape(-1)[0])
-    nodes = frontier[:n]
-    start = indptr[nodes]
-    degree = indptr[nodes + 1] - start
+    start = indptr[frontier[:n]]
+    return _sample_rows(indices, start, indptr[frontier[:n] + 1] - start, frontier_local, fanout, replace,
+                        generator, return_eid, frontier_batch, batch_ptr)
+
+
+def _sample_rows(indices, start, degree, frontier_local, fanout, replace, generator, return_eid,
+                 frontier_batch, batch_ptr) -> HopSample:
+    """Uniform sampling of the rows ``start[i] .. start[i] + degree[i] - 1``
+    of the ``n = start.numel()`` valid frontier slots."""
+    n = start.numel()
+    device = start.device
     count = sample_counts(degree, fanout, replace)
     total = int(count.sum())
     if fanout == -1:
         width = int(degree.max()) if n else 0
-        pick = torch.arange(width, device=nodes.device).expand(n, width)
+        pick = torch.arange(width, device=device).expand(n, width)
     elif replace:
-        u = torch.rand(n, fanout, generator=generator, dtype=torch.float64, device=nodes.device)
+        u = torch.rand(n, fanout, generator=generator, dtype=torch.float64, device=device)
         pick = (u * degree[:, None].to(torch.float64)).long()
         pick = torch.minimum(pick, (degree[:, None] - 1).clamp(min=0))
     else:
-        pick = torch.arange(fanout, device=nodes.device).repeat(n, 1)
+        pick = torch.arange(fanout, device=device).repeat(n, 1)
         m_random = degree > fanout
         if m_random.any():
             pick[m_random] = floyd_sample(degree[m_random], fanout, generator)
     width = pick.size(1)
-    m_edge = torch.arange(width, device=nodes.device)[None, :] < count[:, None]
+    m_edge = torch.arange(width, device=device)[None, :] < count[:, None]
     pos = (start[:, None] + pick)[m_edge]  # row-major: grouped by node, in frontier order
     src = indices[pos].to(torch.int64)
     dst = frontier_local[:n, None].expand(n, width)[m_edge]
-    num_edges = torch.tensor([total], dtype=torch.int64, device=nodes.device)
+    num_edges = torch.tensor([total], dtype=torch.int64, device=device)
     batch = None
-    edge_ptr = torch.tensor([0, total], dtype=torch.int64, device=nodes.device)
+    edge_ptr = torch.tensor([0, total], dtype=torch.int64, device=device)
     if frontier_batch is not None:
         batch = frontier_batch[:n, None].expand(n, width)[m_edge].contiguous()
-        edge_ptr = classify_frontier(indptr, frontier, num_frontier, fanout, replace, frontier_batch,
-                                     batch_ptr).edge_ptr
+        edges = torch.zeros(batch_ptr.numel() - 1, dtype=torch.int64, device=device)
+        edges.index_add_(0, frontier_batch[:n], count)
+        edge_ptr = torch.cat([edges.new_zeros(1), torch.cumsum(edges, 0)])
     return HopSample(src, dst.contiguous(), pos if return_eid else None, num_edges, batch, edge_ptr)
+
+
+def time_windows(indptr, indices, frontier, num_frontier, seed_time, fanout, temporal_strategy,
+                 node_time=None, edge_time=None):
+    """Reference of ``kernels.sample_temporal.time_windows`` (sized to the
+    valid prefix): the admissible positions counted one by one (time <=
+    the slot's seed time), so on rows sorted by time the prefix the
+    kernel's binary search finds; with ``"last"`` its last ``fanout``."""
+    n = int(num_frontier.reshape(-1)[0])
+    nodes = frontier[:n]
+    start = indptr[nodes]
+    degree = indptr[nodes + 1] - start
+    owner, pos = _row_positions(start, degree)
+    time = edge_time[pos] if edge_time is not None else node_time[indices[pos].long()]
+    admissible = torch.zeros(n, dtype=torch.int64, device=nodes.device).index_add_(
+        0, owner, (time <= seed_time[:n][owner]).long())
+    if temporal_strategy == "last" and fanout >= 0:
+        skip = (admissible - fanout).clamp(min=0)
+        start, admissible = start + skip, admissible - skip
+    return start, admissible
+
+
+def sample_temporal(indptr, indices, frontier, frontier_local, num_frontier, fanout, replace, generator,
+                    return_eid, frontier_batch, batch_ptr, seed_time, temporal_strategy, node_time=None,
+                    edge_time=None) -> HopSample:
+    """Reference of ``kernels.sample.sample_neighbors`` with a time
+    (``kernels.sample_temporal``'s semantics): each slot's window sampled
+    as a row (exactly sized outputs)."""
+    start, degree = time_windows(indptr, indices, frontier, num_frontier, seed_time, fanout, temporal_strategy,
+                                 node_time, edge_time)
+    return _sample_rows(indices, start, degree, frontier_local, fanout, replace, generator, return_eid,
+                        frontier_batch, batch_ptr)
 
 
 def _row_positions(start, degree):

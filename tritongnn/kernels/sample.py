@@ -32,7 +32,11 @@ Methods (``sample_neighbors(method=)``), the same edges for the same seed:
 
 With ``edge_weight`` (PyG's ``weight_attr``) every method samples by weight
 through one kernel, ``sample_weighted``, after the same classifier: the
-method then only names the uniform kernels it would have run.
+method then only names the uniform kernels it would have run. With a time
+(PyG's ``time_attr``: ``seed_time`` and ``node_time`` or ``edge_time``)
+``sample_temporal`` turns each row into its window of admissible positions
+before the classifier, and the uniform kernels sample the windows
+(``"fused"``, which classifies rows itself, runs as ``"foundation"``).
 
 Random numbers are Philox (``tl.randint4x``, four words an evaluation)
 keyed by a per-launch seed drawn from the caller's ``torch.Generator`` and
@@ -108,6 +112,7 @@ from ._launch import check_dense_index, check_readable, l2_bytes, next_power_of_
 from .sample_foundation import _all_kernel, _launch_settings, _sample_kernel
 from .sample_fused import launch_fused
 from .sample_grouped import launch_grouped
+from .sample_temporal import check_temporal, classify_temporal
 from .sample_weighted import launch_weighted
 
 
@@ -158,6 +163,10 @@ def sample_neighbors(
     d_max: int = 64,
     sort_frontier: bool | None = None,
     edge_weight: torch.Tensor | None = None,
+    seed_time: torch.Tensor | None = None,
+    node_time: torch.Tensor | None = None,
+    edge_time: torch.Tensor | None = None,
+    temporal_strategy: str = "uniform",
 ) -> HopSample:
     """Sample up to ``fanout`` in-neighbours of every frontier node, for one
     batch or for the K sub-batches of a super-batch in one launch.
@@ -212,6 +221,17 @@ def sample_neighbors(
             position (where ``indices`` is), or None (uniform): neighbours
             are drawn in proportion to weight (``kernels.sample_weighted``,
             PyG's ``weight_attr``) by one kernel whatever the ``method``.
+        seed_time: ``[bound]`` the time of each frontier slot's seed (PyG's
+            seed time, in the time array's dtype), with ``node_time`` or
+            ``edge_time``: only neighbours no later than it are sampled
+            (``kernels.sample_temporal``; rows sorted by time).
+        node_time: ``[N]`` int64 (or int32/float) time of each node (GPU or
+            pinned host): position ``p`` admissible iff
+            ``node_time[indices[p]] <= seed_time``.
+        edge_time: ``[E]`` time of each CSC position: ``p`` admissible iff
+            ``edge_time[p] <= seed_time``.
+        temporal_strategy: ``"uniform"`` among the admissible positions, or
+            ``"last"``, the ``fanout`` most recent (PyG's).
 
     Returns:
         ``HopSample``: edges grouped by target in frontier order (so by
@@ -248,19 +268,26 @@ def sample_neighbors(
         if edge_weight.numel() != indices.numel():
             raise ValueError(f"edge_weight has {edge_weight.numel()} entries, indices {indices.numel()} "
                              f"(one weight per CSC position)")
-    if weighted:  # the weighted kernel follows the classifier, whatever the method
+    temporal = check_temporal(seed_time, node_time, edge_time, temporal_strategy, frontier, indptr, indices,
+                              edge_weight)
+    if weighted or (temporal and method == "fused"):  # these follow the classifier, whatever the method
         method = "foundation"
     # after the checks: the rule and auto read the arrays' placement and sizes
     if sort_frontier is None:
         sort_frontier = visits_in_node_order(method, indptr, indices, device, hot_indptr, hot_indices)
     if method == "auto":
         method = auto_method(indices, hot_indices, device, sort_frontier)
+        method = "foundation" if temporal and method == "fused" else method
     if sort_frontier and method == "fused" and fanout >= 0:
         raise ValueError("sort_frontier=True: method='fused' reads the frontier in its own order "
                          "(its look-back scan); take another method or sort_frontier=None")
     if not use_triton(device) and weighted:
         return reference.sample_weighted(indptr, indices, edge_weight, frontier, frontier_local, num_frontier,
                                          fanout, replace, generator, return_eid, frontier_batch, batch_ptr)
+    if not use_triton(device) and temporal:
+        return reference.sample_temporal(indptr, indices, frontier, frontier_local, num_frontier, fanout, replace,
+                                         generator, return_eid, frontier_batch, batch_ptr, seed_time,
+                                         temporal_strategy, node_time, edge_time)
     if not use_triton(device):
         return reference.sample_neighbors(indptr, indices, frontier, frontier_local, num_frontier, fanout,
                                           replace, generator, return_eid, frontier_batch, batch_ptr)
@@ -302,8 +329,14 @@ def sample_neighbors(
                 edge_ptr = torch.zeros(num_batches + 1, dtype=torch.int64, device=device)
             return HopSample(src, dst, eid if return_eid else None, edge_ptr[-1:], batch if has_batch else None,
                              edge_ptr)
-    classified = classify_frontier(indptr, frontier, num_frontier, fanout, replace, frontier_batch, batch_ptr,
-                                   hot_indptr if tiered else None, sort_by_node=sort_frontier)
+    if temporal:
+        classified = classify_temporal(indptr, indices, frontier, num_frontier, seed_time, fanout, replace,
+                                       temporal_strategy, node_time, edge_time, frontier_batch, batch_ptr,
+                                       hot_indptr if tiered else None, hot_indices if tiered else None,
+                                       sort_frontier)
+    else:
+        classified = classify_frontier(indptr, frontier, num_frontier, fanout, replace, frontier_batch,
+                                       batch_ptr, hot_indptr if tiered else None, sort_by_node=sort_frontier)
     edge_ptr = classified.edge_ptr
     num_edges = edge_ptr[-1:]
     if not has_batch:  # never read: the kernels' HAS_BATCH is off

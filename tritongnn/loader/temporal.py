@@ -1,0 +1,116 @@
+"""PyG's temporal arguments (``time_attr``, ``input_time``,
+``temporal_strategy``) checked against ``data`` and the seeds, as PyG 2.8's
+``NeighborLoader`` and ``NeighborSampler`` take them:
+
+- ``time_attr`` names a node-level attribute of ``data`` (PyG asks
+  ``data.is_node_attr`` first) or else an edge-level one; anything else is
+  PyG's ValueError. A 1-D tensor (or numpy array) of int64 (PyG's, pyg-lib
+  reads ``int64_t``), int32, float32 or float64 times.
+- ``input_time`` overrides the seeds' times and needs ``time_attr`` (PyG's
+  ValueError); one time per seed, integer, or floating where the time
+  attribute is. Without it a seed's time is its node's (node-level time);
+  edge-level time has no node time, and pyg-lib refuses to sample it
+  without seed times ("Seed time needs to be specified"): refused here at
+  construction, naming ``input_time``.
+- ``temporal_strategy`` is ``"uniform"`` or ``"last"`` (pyg-lib's "No
+  valid temporal strategy found" otherwise); unread without ``time_attr``.
+- ``weight_attr`` with ``time_attr``: pyg-lib refuses the pair.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..kernels.sample_temporal import STRATEGIES, TIME_DTYPES
+
+
+@dataclass
+class TemporalArgs:
+    """The checked temporal arguments: the time attribute (``node_time``
+    ``[N]`` by node id or ``edge_time`` ``[E]`` in ``edge_index`` order,
+    the user's tensors, not copied), ``input_time`` ``[num_seeds]`` in their
+    dtype (or None: the seeds' node times), the strategy."""
+    time_attr: str
+    node_time: torch.Tensor | None
+    edge_time: torch.Tensor | None
+    input_time: torch.Tensor | None
+    strategy: str
+
+    @property
+    def time(self) -> torch.Tensor:
+        return self.node_time if self.node_time is not None else self.edge_time
+
+
+def _as_tensor(value):
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(value))
+    if isinstance(value, (list, tuple, range)):
+        return torch.tensor(list(value)) if len(value) else torch.empty(0, dtype=torch.int64)
+    return value
+
+
+def check_temporal(data, time_attr, input_time, temporal_strategy, weight_attr, num_seeds: int,
+                   num_edges: int) -> TemporalArgs | None:
+    """The temporal arguments checked (module docstring); None where
+    sampling is not temporal (no ``time_attr``). Nothing is modified."""
+    if temporal_strategy not in STRATEGIES:
+        raise ValueError(f"temporal_strategy must be one of {STRATEGIES}, got {temporal_strategy!r}")
+    if time_attr is None:
+        if input_time is not None:
+            raise ValueError("Received conflicting 'input_time' and 'time_attr' arguments: 'input_time' is set "
+                             "while 'time_attr' is not set.")
+        return None
+    if not isinstance(time_attr, str):
+        raise TypeError(f"time_attr must be the name (a str) of a node or edge attribute of data, "
+                        f"got {type(time_attr).__name__} {time_attr!r}")
+    if weight_attr is not None:
+        raise ValueError(f"time_attr={time_attr!r} and weight_attr={weight_attr!r} exclude each other "
+                         f"(pyg-lib samples by time or by weight, not both)")
+    if time_attr not in data.keys():
+        raise ValueError(f"The time attribute '{time_attr}' is neither a node-level or edge-level attribute "
+                         f"(data's attributes: {sorted(data.keys())})")
+    value = data[time_attr]
+    if not isinstance(value, (torch.Tensor, np.ndarray)):
+        raise TypeError(f"time_attr={time_attr!r}: data.{time_attr} must be a tensor of times, "
+                        f"got {type(value).__name__}")
+    node_level = data.is_node_attr(time_attr)
+    if not node_level and not data.is_edge_attr(time_attr):
+        raise ValueError(f"The time attribute '{time_attr}' is neither a node-level or edge-level attribute "
+                         f"(shape {tuple(value.shape)}; {data.num_nodes} nodes, {num_edges} edges)")
+    time = _as_tensor(value)
+    expected = data.num_nodes if node_level else num_edges
+    if time.dim() != 1 or time.numel() != expected:
+        level = "node" if node_level else "edge"
+        raise ValueError(f"time_attr={time_attr!r}: data.{time_attr} must be a 1-D {level}-level attribute of "
+                         f"shape [{expected}], got shape {tuple(time.shape)}")
+    if time.dtype not in TIME_DTYPES:
+        raise TypeError(f"time_attr={time_attr!r}: data.{time_attr} must hold int64 (PyG's), int32, float32 or "
+                        f"float64 times, got {time.dtype}")
+    if input_time is not None:
+        input_time = check_input_time(input_time, time.dtype, num_seeds)
+    elif not node_level:
+        raise ValueError(f"time_attr={time_attr!r} is edge-level: pass input_time, one time per seed (edges "
+                         f"have times, seeds do not; pyg-lib needs seed times to sample by edge time)")
+    return TemporalArgs(time_attr, time if node_level else None, None if node_level else time, input_time,
+                        temporal_strategy)
+
+
+def check_input_time(input_time, dtype: torch.dtype, num_seeds: int) -> torch.Tensor:
+    """``input_time`` as a 1-D tensor of ``num_seeds`` times in ``dtype``
+    (the time attribute's): integers, or floats where ``dtype`` is
+    floating. A new tensor where it is converted; the user's is never
+    written."""
+    times = _as_tensor(input_time)
+    if not isinstance(times, torch.Tensor):
+        raise TypeError(f"input_time must be a tensor, numpy array or list of times, got "
+                        f"{type(input_time).__name__}")
+    if times.dtype == torch.bool or times.dtype.is_complex or \
+            (times.dtype.is_floating_point and not dtype.is_floating_point):
+        raise TypeError(f"input_time must hold {'numbers' if dtype.is_floating_point else 'integers'} as the "
+                        f"time attribute's {dtype} times do, got {times.dtype}")
+    if times.dim() != 1 or times.numel() != num_seeds:
+        raise ValueError(f"input_time must have shape [{num_seeds}] (one time per seed of input_nodes), got "
+                         f"{tuple(times.shape)}")
+    return times.to(dtype)
