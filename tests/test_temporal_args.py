@@ -78,3 +78,31 @@ def test_bad_temporal_arguments():
         check(data, "time", input_time=torch.zeros(4, dtype=torch.bool))
     with pytest.raises(TypeError, match="input_time must be a tensor"):
         check(data, "time", input_time="now")
+
+
+def test_time_order_sorts_rows_as_pyg():
+    # PyG's sort_csc: lexsort([time, col]) -- by target, then time, ties in edge order
+    from torch_geometric.sampler.utils import sort_csc
+
+    from tritongnn import CSCGraph
+    from tritongnn.kernels.sample_temporal import rows_sorted_by_time
+    from tritongnn.loader.temporal import sampler_times, seed_times, time_order
+
+    g = torch.Generator().manual_seed(0)
+    edge_index = torch.randint(0, 9, (2, 60), generator=g)
+    for level in ("node", "edge"):
+        data = Data(edge_index=edge_index, num_nodes=9, t=torch.randint(0, 4, (9 if level == "node" else 60,),
+                                                                        generator=g))
+        args = check(data, "t", input_time=None if level == "node" else torch.zeros(4, dtype=torch.int64))
+        perm = time_order(edge_index, args)
+        graph = CSCGraph.from_edge_index(edge_index[:, perm], 9, keep_edge_perm=True)
+        eid = perm[graph.edge_perm]  # CSC position -> the user's edge id
+        _, _, expect = sort_csc(edge_index[0], edge_index[1], data.t if level == "node" else None,
+                                data.t if level == "edge" else None)
+        assert torch.equal(eid, expect)
+        times = sampler_times(args, None, eid, torch.device("cpu"))
+        assert rows_sorted_by_time(graph.indptr, graph.indices, **times)
+    node = check(Data(edge_index=edge_index, num_nodes=9, t=torch.arange(9) * 2), "t")
+    assert seed_times(node, torch.tensor([0, 1]), torch.tensor([4, 2])).tolist() == [8, 4]
+    given = check(Data(edge_index=edge_index, num_nodes=9, t=torch.arange(9)), "t", input_time=[5, 6, 7, 8])
+    assert seed_times(given, torch.tensor([3, 0]), torch.tensor([4, 2])).tolist() == [8, 5]
