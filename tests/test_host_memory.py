@@ -592,3 +592,14 @@ def test_a_refused_registration_raises_here_and_leaves_no_error_behind(monkeypat
     with pytest.raises(RuntimeError, match="cuMemHostRegister failed"):
         host_memory._register(4096, 4096, "cuda", read_only=True)
     assert calls == [3 | 8, 3]  # read-only first, then as any pinned memory
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_tensor_on_the_current_gpu_is_readable_from_cuda_without_an_index():
+    from tritongnn.kernels._launch import check_readable
+    index = torch.cuda.current_device()
+    check_readable(torch.empty(4, device=f"cuda:{index}"), torch.device("cuda"), "t")
+    check_readable(torch.empty(4, device="cuda"), torch.device("cuda", index), "t")
+    with pytest.raises(ValueError, match="t lives on cpu"):
+        check_readable(torch.empty(4), torch.device("cuda"), "t")  # not pinned

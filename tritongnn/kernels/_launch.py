@@ -154,10 +154,15 @@ def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
 
+def _index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
 def check_readable(t: torch.Tensor, device: torch.device, name: str) -> None:
     """A kernel on ``device`` reads ``t`` directly: it must live on that device,
-    or (through UVA) in pinned host memory."""
-    if t.device == device:
+    or (through UVA) in pinned host memory. ``"cuda"`` without an index is
+    the current device, as torch reads it."""
+    if t.device == device or (t.device.type == device.type == "cuda" and _index(t.device) == _index(device)):
         return
     if device.type == "cuda" and t.device.type == "cpu" and t.is_pinned():
         return

@@ -36,6 +36,9 @@ def hand_over(batch: Data, ready, device, built: bool = True) -> torch.cuda.Stre
     consumer = torch.cuda.current_stream(device)
     consumer.wait_event(ready)
     if not built:  # a slot's buffers: reused only once found free (``replay._Slot.found_free``)
+        input_id = batch.get("input_id")  # the schedule's, not the slot's: freed with the pass
+        if isinstance(input_id, torch.Tensor) and input_id.is_cuda:
+            input_id.record_stream(consumer)
         return consumer
     for value in batch.to_dict().values():
         if isinstance(value, torch.Tensor) and value.is_cuda:
