@@ -184,6 +184,22 @@ def check_edge_index(edge_index) -> None:
         raise ValueError(f"data.edge_index must have shape [2, num_edges], got {tuple(edge_index.shape)}")
 
 
+def named_attribute(data: Data, argument: str, name, what: str, kind: str, missing: str | None = None):
+    """``data[name]`` for the ``argument`` naming it (``weight_attr``,
+    ``time_attr``): a tensor or numpy array of ``what``, else TypeError; a
+    name not in ``data`` raises ValueError (``missing``, or one naming the
+    attributes there)."""
+    if not isinstance(name, str):
+        raise TypeError(f"{argument} must be the name (a str) of {kind} of data, got {type(name).__name__} {name!r}")
+    if name not in data.keys():
+        raise ValueError(missing or f"{argument}={name!r} is not an attribute of data (its attributes: "
+                                    f"{sorted(data.keys())})")
+    value = data[name]
+    if not isinstance(value, (torch.Tensor, np.ndarray)):
+        raise TypeError(f"{argument}={name!r}: data.{name} must be a tensor of {what}, got {type(value).__name__}")
+    return value
+
+
 def check_weight_attr(data: Data, weight_attr, replace: bool) -> torch.Tensor | None:
     """``data[weight_attr]``, the edge weights PyG's ``weight_attr`` names,
     checked (None for None): a 1-D floating tensor (or numpy array) of one
@@ -192,16 +208,7 @@ def check_weight_attr(data: Data, weight_attr, replace: bool) -> torch.Tensor | 
     ``torch.multinomial`` raises on a zero sum). Not modified."""
     if weight_attr is None:
         return None
-    if not isinstance(weight_attr, str):
-        raise TypeError(f"weight_attr must be the name (a str) of an edge attribute of data, "
-                        f"got {type(weight_attr).__name__} {weight_attr!r}")
-    if weight_attr not in data.keys():
-        raise ValueError(f"weight_attr={weight_attr!r} is not an attribute of data (its attributes: "
-                         f"{sorted(data.keys())})")
-    value = data[weight_attr]
-    if not isinstance(value, (torch.Tensor, np.ndarray)):
-        raise TypeError(f"weight_attr={weight_attr!r}: data.{weight_attr} must be a tensor of edge weights, "
-                        f"got {type(value).__name__}")
+    value = named_attribute(data, "weight_attr", weight_attr, "edge weights", "an edge attribute")
     weight = as_tensor(value, f"data.{weight_attr}")
     edges = num_edges(data)
     if weight.dim() != 1 or weight.numel() != edges or not data.is_edge_attr(weight_attr):

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..kernels.sample_temporal import STRATEGIES, TIME_DTYPES
+from .arguments import named_attribute
 
 
 @dataclass
@@ -62,19 +63,12 @@ def check_temporal(data, time_attr, input_time, temporal_strategy, weight_attr, 
             raise ValueError("Received conflicting 'input_time' and 'time_attr' arguments: 'input_time' is set "
                              "while 'time_attr' is not set.")
         return None
-    if not isinstance(time_attr, str):
-        raise TypeError(f"time_attr must be the name (a str) of a node or edge attribute of data, "
-                        f"got {type(time_attr).__name__} {time_attr!r}")
     if weight_attr is not None:
         raise ValueError(f"time_attr={time_attr!r} and weight_attr={weight_attr!r} exclude each other "
                          f"(pyg-lib samples by time or by weight, not both)")
-    if time_attr not in data.keys():
-        raise ValueError(f"The time attribute '{time_attr}' is neither a node-level or edge-level attribute "
-                         f"(data's attributes: {sorted(data.keys())})")
-    value = data[time_attr]
-    if not isinstance(value, (torch.Tensor, np.ndarray)):
-        raise TypeError(f"time_attr={time_attr!r}: data.{time_attr} must be a tensor of times, "
-                        f"got {type(value).__name__}")
+    value = named_attribute(data, "time_attr", time_attr, "times", "a node or edge attribute",
+                            missing=f"The time attribute '{time_attr}' is neither a node-level or edge-level "
+                                    f"attribute (data's attributes: {sorted(data.keys())})")
     node_level = data.is_node_attr(time_attr)
     if not node_level and not data.is_edge_attr(time_attr):
         raise ValueError(f"The time attribute '{time_attr}' is neither a node-level or edge-level attribute "
