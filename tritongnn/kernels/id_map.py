@@ -81,6 +81,18 @@ arrays (bench/results/README.md): peak sampler memory -14 %
 (K=1) and -17 % (K=8), kernel time only -1.6 %: the insert's time is set by
 its dependent atomics (the CAS loop, then the min), not by the sectors.
 
+**Hop-major numbering** (``hop_major=True``, PyG's ``disjoint`` layout):
+the keys stay per sub-batch, but local ids count over all K sub-batches
+at once, in hop-major order: seed ``i`` takes id ``i``, and a hop's new
+nodes take the next ids in candidate order (sub-batch by sub-batch, as
+the candidates are grouped), so sub-batch ``k``'s new nodes of a hop
+follow sub-batch ``k - 1``'s and every node of earlier hops. The assign
+pass computes ``base[b] + rank - first[b]`` either way; a hop-major map
+passes ``nodes so far + first[b]`` as ``base``, which makes it ``nodes so
+far + rank`` (one add of K words a hop, no other pass). Its last hop also
+returns each new node's sub-batch (``new_batch``), which a hop-major
+batch reports per node.
+
 The device passes are in ``id_map_kernels``; this module holds the tables
 and the map that launches them. Deterministic for a given candidate list,
 and equal, element for element, to the pure-torch ``reference.IdMap``.
@@ -210,6 +222,8 @@ class IdMap:
             ``"hash"``, or ``"auto"``: direct when ``direct_fits``.
         direct: with a direct kind, the ``DirectTable`` to use (shared with
             other maps; at least ``K x num_nodes`` keys); None: its own.
+        hop_major: number local ids over all K sub-batches in hop-major
+            order (module docstring; PyG's ``disjoint``), not per sub-batch.
 
     A hash table's words are int32 when every key fits (``num_batches *
     num_nodes < 2^31 - 1``), else int64; an int32 table widens to int64
@@ -223,16 +237,17 @@ class IdMap:
     """
 
     def __init__(self, num_nodes: int, num_batches: int, capacity: int, device, kind: str = "auto",
-                 direct: DirectTable | None = None):
+                 direct: DirectTable | None = None, hop_major: bool = False):
         self.device = torch.device(device)
         self.num_nodes = int(num_nodes)
         self.num_batches = int(num_batches)
+        self.hop_major = bool(hop_major)
         if self.num_batches < 1:
             raise ValueError(f"num_batches must be >= 1, got {num_batches}")
         if kind not in ("auto", "direct", "hash"):
             raise ValueError(f"kind must be 'auto', 'direct' or 'hash', got {kind!r}")
         if not use_triton(self.device):
-            self._ref = reference.IdMap(num_nodes, num_batches, self.device)
+            self._ref = reference.IdMap(num_nodes, num_batches, self.device, hop_major=self.hop_major)
             self.direct = self._seen = None
             return
         self._ref = None
@@ -257,6 +272,7 @@ class IdMap:
             narrow = keys < _INT32_LIMIT
             self._allocate(capacity, torch.int32 if narrow else torch.int64)
         self.base = torch.zeros(self.num_batches, dtype=torch.int64, device=self.device)
+        self._total = None  # hop-major: [1] nodes of every sub-batch so far (set by ``start``)
         self._closed = False  # a hop was inserted with last=True since the last start
         self._keys_bound = 0  # host-side upper bound on the keys inserted so far
         self._stamp_base = 0  # stamp of the next hop's first candidate: every hop's come after the last's
@@ -299,7 +315,7 @@ class IdMap:
             seeds_batch: ``[B]`` int64 sub-batch of each seed (None: one batch).
 
         Returns:
-            ``[B]`` int64 local id of each seed.
+            ``[B]`` int64 local id of each seed (``hop_major``: its position).
         """
         if self._ref:
             return self._ref.start(seeds, seeds_batch)
@@ -326,6 +342,9 @@ class IdMap:
             per_batch.scatter_add_(0, seeds_batch, torch.ones_like(seeds_batch))
             first = torch.cumsum(per_batch, 0) - per_batch
             self.base = per_batch
+        if self.hop_major:  # seed i takes id i, whatever its sub-batch
+            self._total = count
+            first = torch.zeros_like(first)
         if self._seen is not None:  # every seed's key met: a candidate of it takes the table
             self._seen.zero_()
             self._mark_seen(seeds, seeds_batch, count, bound)
@@ -335,7 +354,7 @@ class IdMap:
             _assign_kernel[(triton.cdiv(bound, _ASSIGN_BLOCK),)](
                 self.table, self._tag, slot, seeds, seeds_batch, count, slot, slot,
                 slot, torch.zeros_like(first), first, local, local, local, local,
-                bound, 0, SEEDS=True, LAST=False, HAS_BATCH=seeds_batch is not None,
+                bound, 0, SEEDS=True, LAST=False, BATCH_OUT=False, HAS_BATCH=seeds_batch is not None,
                 DIRECT=self.direct is not None, PRIOR=False, BLOCK=_ASSIGN_BLOCK, num_warps=_ASSIGN_WARPS)
         self._closed = False
         return local
@@ -407,10 +426,11 @@ class IdMap:
                 prefix sum, not by atomics into K counters.
             last: no hop follows before the next ``start``: the new nodes'
                 local ids are not written to the table (nothing will look
-                them up), and ``new_local``/``new_batch`` come back None (the
-                new nodes' local ids are consecutive: ``num_nodes_per_batch``
-                before the hop, plus their rank in the sub-batch). A further
-                insert raises ValueError.
+                them up), and ``new_local`` comes back None (the new nodes'
+                local ids are consecutive: ``num_nodes_per_batch`` before the
+                hop, plus their rank in the sub-batch; hop-major: the nodes
+                before the hop plus their rank), ``new_batch`` too but for a
+                hop-major map. A further insert raises ValueError.
 
         Returns:
             ``MappedHop``. A hash map grows first (one host sync) when
@@ -447,7 +467,8 @@ class IdMap:
         local, new_nodes = empty(), empty()
         # after the last hop no frontier follows: no buffers for its local ids and sub-batches
         new_local = None if last else empty()
-        new_batch = empty() if cand_batch is not None and not last else None
+        batch_out = cand_batch is not None and (not last or self.hop_major)
+        new_batch = empty() if batch_out else None
         if bound == 0:
             zero = torch.zeros(1, dtype=torch.int64, device=self.device)
             return MappedHop(local, new_nodes, new_local, new_batch, zero,
@@ -482,11 +503,15 @@ class IdMap:
             per_batch.scatter_add_(0, cand_batch.clamp(0, self.num_batches), flags.to(torch.int64))
             per_batch = per_batch[:self.num_batches]
             first = torch.cumsum(per_batch, 0) - per_batch
+        # hop-major: base + rank - first is the nodes so far plus the hop-wide rank
+        base = self.base if not self.hop_major else self._total + first
         _assign_kernel[(triton.cdiv(bound, _ASSIGN_BLOCK),)](
             self.table, self._tag, slot, cand, cand_batch, num_cand, flags, prior, rank,
-            self.base, first, local, new_nodes, local if last else new_local,
+            base, first, local, new_nodes, local if last else new_local,
             new_batch if new_batch is not None else local,
-            bound, stamp_base, SEEDS=False, LAST=last, HAS_BATCH=cand_batch is not None, DIRECT=direct,
-            PRIOR=direct, BLOCK=_ASSIGN_BLOCK, num_warps=_ASSIGN_WARPS)
+            bound, stamp_base, SEEDS=False, LAST=last, BATCH_OUT=batch_out, HAS_BATCH=cand_batch is not None,
+            DIRECT=direct, PRIOR=direct, BLOCK=_ASSIGN_BLOCK, num_warps=_ASSIGN_WARPS)
         self.base = self.base + per_batch
+        if self.hop_major:
+            self._total = self._total + num_new
         return MappedHop(local, new_nodes, new_local, new_batch, num_new, per_batch)

@@ -233,10 +233,11 @@ def _assign_kernel(
     out_local,   # [bound] int64 out: local id of each candidate
     new_nodes,   # [bound] int64 out: global id of each new node, in rank order
     new_local,   # [bound] int64 out: its local id (unless LAST)
-    new_batch,   # [bound] int64 out: its sub-batch (if HAS_BATCH, unless LAST)
+    new_batch,   # [bound] int64 out: its sub-batch (BATCH_OUT)
     bound, stamp_base,
     SEEDS: tl.constexpr,  # hop 0: every seed takes the next id, duplicates included
-    LAST: tl.constexpr,   # no hop follows: the table, new_local and new_batch are not written
+    LAST: tl.constexpr,   # no hop follows: the table and new_local are not written
+    BATCH_OUT: tl.constexpr,  # write new_batch (HAS_BATCH; a last hop's only for a hop-major map)
     HAS_BATCH: tl.constexpr,
     DIRECT: tl.constexpr,
     PRIOR: tl.constexpr,
@@ -298,5 +299,5 @@ def _assign_kernel(
         tl.store(new_nodes + b_rank, tl.load(cand + i_c, mask=b_is_rep, other=0), mask=b_is_rep)
         if not LAST:  # the next hop's frontier: its local ids and sub-batches
             tl.store(new_local + b_rank, b_local, mask=b_is_rep)
-            if HAS_BATCH:
-                tl.store(new_batch + b_rank, b_batch, mask=b_is_rep)
+        if BATCH_OUT:
+            tl.store(new_batch + b_rank, b_batch, mask=b_is_rep)

@@ -226,10 +226,12 @@ def sample_weighted(indptr, indices, edge_weight, frontier, frontier_local, num_
 
 
 class IdMap:
-    """Reference of ``kernels.id_map.IdMap``: sorted keys + searchsorted."""
+    """Reference of ``kernels.id_map.IdMap``: sorted keys + searchsorted
+    (``hop_major``: local ids numbered over all sub-batches, hop by hop)."""
 
-    def __init__(self, num_nodes: int, num_batches: int, device):
+    def __init__(self, num_nodes: int, num_batches: int, device, hop_major: bool = False):
         self.num_nodes, self.num_batches = int(num_nodes), int(num_batches)
+        self.hop_major = bool(hop_major)
         self.device = torch.device(device)
         self.base = torch.zeros(self.num_batches, dtype=torch.int64, device=self.device)
         self.known_keys = torch.empty(0, dtype=torch.int64, device=self.device)
@@ -250,12 +252,15 @@ class IdMap:
         batch = torch.zeros_like(seeds) if seeds_batch is None else seeds_batch
         per_batch = torch.bincount(batch, minlength=self.num_batches)
         first = torch.cumsum(per_batch, 0) - per_batch
-        local = torch.arange(count, device=self.device) - first[batch]
+        local = torch.arange(count, device=self.device)
+        if not self.hop_major:
+            local = local - first[batch]
         keys, inverse = torch.unique(self._keys(seeds, seeds_batch), return_inverse=True)
         first_pos = torch.full((keys.numel(),), count, dtype=torch.int64, device=self.device)
         first_pos.scatter_reduce_(0, inverse, torch.arange(count, device=self.device), "amin")
         self.known_keys, self.known_local = keys, local[first_pos]
         self.base = per_batch
+        self.total = count  # nodes so far, over every sub-batch (hop-major ids)
         self.closed = False
         return local
 
@@ -282,17 +287,22 @@ class IdMap:
         new_batch = new_keys // self.num_nodes
         per_batch = torch.bincount(new_batch, minlength=self.num_batches)
         first_rank = torch.cumsum(per_batch, 0) - per_batch
-        new_local = self.base[new_batch] + torch.arange(new_keys.numel(), device=self.device) \
-            - first_rank[new_batch]
+        if self.hop_major:  # after every node so far, in order of first appearance
+            new_local = self.total + torch.arange(new_keys.numel(), device=self.device)
+        else:
+            new_local = self.base[new_batch] + torch.arange(new_keys.numel(), device=self.device) \
+                - first_rank[new_batch]
         local = torch.empty(m, dtype=torch.int64, device=self.device)
         local[found] = self.known_local[idx[found]]
         local[pos_new] = new_local[rank_of[inverse]]
         self.known_keys, perm = torch.sort(torch.cat([self.known_keys, new_keys]))
         self.known_local = torch.cat([self.known_local, new_local])[perm]
         self.base = self.base + per_batch
+        self.total += new_keys.numel()
         num_new = torch.tensor([new_keys.numel()], dtype=torch.int64, device=self.device)
         return MappedHop(local, new_keys % self.num_nodes, None if last else new_local,
-                         None if cand_batch is None or last else new_batch, num_new, per_batch)
+                         None if cand_batch is None or (last and not self.hop_major) else new_batch,
+                         num_new, per_batch)
 
 
 def gather_rows(table, ids, out, hot=None, num_hot=0, dynamic=None, slot=None, previous=None,
