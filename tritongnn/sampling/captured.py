@@ -57,7 +57,11 @@ class CapturedHops:
         # past the loader until the cyclic GC next runs
         self._sampler = weakref.ref(sampler)
         self.seeds = torch.zeros(batch_size, dtype=torch.int64, device=device)
-        self.rng = torch.zeros(len(sampler.num_neighbors), num_batches, dtype=torch.int64, device=device)
+        # a disjoint batch's B sub-batches are one batch: its hops' seeds
+        # (one a hop, each slot's made from it in the graph) and sizes
+        self.disjoint = sampler.disjoint
+        streams = 1 if self.disjoint else num_batches
+        self.rng = torch.zeros(len(sampler.num_neighbors), streams, dtype=torch.int64, device=device)
         # the Philox seeds staged in pinned memory: from pageable memory the
         # copy may wait for the stream to drain first (CUDA's rule for
         # staged copies), which on the loop's thread (``pipeline``) would
@@ -82,12 +86,13 @@ class CapturedHops:
 
     def _run(self):
         """The captured work: every hop and what the host reads after a
-        replay (``sizes``: ``hop_sizes``, or ``hop_bounds`` for K > 1)."""
+        replay (``sizes``: ``hop_sizes``, or ``hop_bounds`` for K > 1 but
+        a disjoint batch)."""
         # the seeds' sub-batches from batch_ptr, in the graph: one input fewer to write
         seeds_batch = None if self.batch_ptr is None else sub_batch_of(self.batch_ptr, self._positions)
         self.hops = self._sampler()._hops(self.seeds, self.rng, None, self.id_map, seeds_batch, self.batch_ptr)
-        self.sizes = None if not self.hops else \
-            hop_sizes(self.hops) if self.num_batches == 1 else hop_bounds(self.hops, self.num_batches)
+        self.sizes = None if not self.hops else hop_sizes(self.hops) \
+            if self.num_batches == 1 or self.disjoint else hop_bounds(self.hops, self.num_batches)
 
     def replay(self, seeds, rng: torch.Tensor, batch_ptr: torch.Tensor | None = None):
         """Run the graph on these inputs: ``seeds`` (a tensor, or for K > 1

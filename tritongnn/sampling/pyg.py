@@ -24,18 +24,20 @@ class PyGSampler(BaseSampler):
         data: a ``torch_geometric.data.Data`` with ``edge_index``, or a
             ``(FeatureStore, GraphStore)`` pair (``tritongnn.stores``: edge
             ids in the graph store's order, as PyG's loader gives them).
-        num_neighbors, replace, device, subgraph_type: as for ``NeighborSampler``.
+        num_neighbors, replace, device, subgraph_type, disjoint: as for
+            ``NeighborSampler`` (a disjoint output's ``batch`` becomes the
+            batch's ``batch``, as PyG's ``NodeLoader`` sets it).
         seed: seeds the sampler's random stream.
     """
 
     def __init__(self, data, num_neighbors, replace: bool = False, device=None, seed: int = 0,
-                 subgraph_type: str = "directional"):
+                 subgraph_type: str = "directional", disjoint: bool = False):
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if is_store_pair(data):
             data = as_data(data)
         graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True)
         self.sampler = NeighborSampler(graph.to(device), num_neighbors, replace, device,
-                                       return_eid=True, subgraph_type=subgraph_type)
+                                       return_eid=True, subgraph_type=subgraph_type, disjoint=disjoint)
         self.device = device
         self.generator = torch.Generator().manual_seed(seed)
         self._links = {}  # LinkBatches of each NegativeSampling asked for, by id

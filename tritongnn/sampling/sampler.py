@@ -55,6 +55,9 @@ host page more densely: 1.43-1.48x through UVA, 1.38-1.71x with the
 adjacency cache holding a quarter to half of the edges (1.14-1.28x with
 three quarters or more, most reads then served).
 
+Disjoint batches (PyG's ``disjoint=True``): B sub-batches of one seed each
+through the same launches, on a hop-major id map (``sampling.disjoint``).
+
 ``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``;
 ``sampling.pyg.PyGSampler`` wraps it as a ``torch_geometric.sampler.BaseSampler``
 so PyG's ``NodeLoader`` can drive it too.
@@ -72,6 +75,7 @@ from ..kernels.id_map import DirectTable, direct_fits
 from ..kernels.sample import check_method, visits_in_node_order
 from .arguments import check_hit_rate, check_num_neighbors, within_kernel_fanouts
 from .captured import CapturedHops, PackedBatch, hop_bounds, hop_sizes, sub_batch_of
+from .disjoint import check_disjoint, sample_disjoint, seed_slots
 from .outputs import batch_output, super_batch_outputs
 from .subgraph import check_subgraph_type, to_subgraph
 
@@ -130,6 +134,8 @@ class NeighborSampler:
             ``"bidirectional"`` or ``"induced"`` (``sampling.subgraph``: the
             same nodes, other edges, no per-hop counts; not captured by
             ``packed_batch``).
+        disjoint: PyG's: each seed its own subgraph, ``batch`` its seed
+            slot (``sampling.disjoint``); not with ``"induced"``, as PyG.
 
     Example:
         >>> sampler = NeighborSampler(graph.to("cuda"), [15, 10, 5], device="cuda")
@@ -143,9 +149,10 @@ class NeighborSampler:
                  hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None,
                  method: str = "auto", d_max: int = 64, adjacency_hit_rate: float | None = None,
                  edge_weight: torch.Tensor | None = None, subgraph_type: str = "directional",
-                 hot_edge_perm: torch.Tensor | None = None):
+                 hot_edge_perm: torch.Tensor | None = None, disjoint: bool = False):
         check_method(method, d_max)
         self.subgraph_type = check_subgraph_type(subgraph_type)
+        self.disjoint = check_disjoint(disjoint, self.subgraph_type)
         adjacency_hit_rate = check_hit_rate(adjacency_hit_rate)
         self.graph = graph
         self.num_neighbors = check_num_neighbors(num_neighbors)
@@ -201,15 +208,19 @@ class NeighborSampler:
         """Slots the hops of a (super-)batch of ``batch_size`` seeds in all,
         in ``num_batches`` sub-batches, ask of the id map (seeds plus every
         candidate), or 0 when a hop syncs: fanout -1, or a frontier trimmed
-        past ``sync_above`` slots a sub-batch (``_hops``)."""
+        past ``_sync_slots`` (``_hops``)."""
         total = frontier = batch_size
         for hop, fanout in enumerate(self._fanouts):
-            if fanout == -1 or (hop > 0 and frontier > self.sync_above * num_batches):
+            if fanout == -1 or (hop > 0 and frontier > self._sync_slots(num_batches)):
                 return 0
             candidates = frontier * fanout
             total += candidates
             frontier = min(candidates, self._frontier_cap(num_batches))
         return total
+
+    def _sync_slots(self, num_batches: int) -> int:
+        """Frontier slots past which a hop syncs: ``sync_above`` a sub-batch (a disjoint batch's are one batch)."""
+        return self.sync_above * (1 if self.disjoint else num_batches)
 
     def _new_id_map(self, capacity: int, num_batches: int) -> IdMap:
         """An id map of K sub-batches: on the sampler's direct table where
@@ -219,7 +230,8 @@ class NeighborSampler:
         own sized for ``capacity`` keys. The direct table outlives hash maps
         of larger K (single batches and short super-batches still use it)."""
         if not use_triton(self.device) or not direct_fits(self.graph.num_nodes, num_batches):
-            return IdMap(self.graph.num_nodes, num_batches, capacity, self.device, kind="hash")
+            return IdMap(self.graph.num_nodes, num_batches, capacity, self.device, kind="hash",
+                         hop_major=self.disjoint)
         keys = self.graph.num_nodes * num_batches
         if self._direct is None or self._direct.num_keys < keys:
             # a larger table: the graphs captured on the old one are dropped
@@ -234,7 +246,7 @@ class NeighborSampler:
                 del old
             self._direct = DirectTable(keys, self.device)
         return IdMap(self.graph.num_nodes, num_batches, capacity, self.device, kind="direct",
-                     direct=self._direct)
+                     direct=self._direct, hop_major=self.disjoint)
 
     def _map_for(self, capacity: int, num_batches: int = 1) -> IdMap:
         # One map serves every K up to the largest seen (sub-batches past K
@@ -255,10 +267,11 @@ class NeighborSampler:
         """The device part of a (super-)batch: every hop sampled and mapped.
         Syncs only where a frontier is trimmed (see the module docstring).
         With ``seeds_batch``/``batch_ptr`` (K + 1 entries) the K sub-batches
-        go through each launch together; ``rng`` is ``[L, K]``. With
-        ``frontier`` (``(nodes, local, count)`` already in ``id_map``: one
-        batch's deduplicated seeds, ``sample_endpoints``) the map is not
-        started again."""
+        go through each launch together; ``rng`` is ``[L, K]`` (disjoint:
+        ``[L, 1]``; ``frontier_batch`` is then each frontier node's seed
+        slot: ``sampling.disjoint``). With ``frontier`` (``(nodes, local,
+        count)`` already in ``id_map``: one batch's deduplicated seeds,
+        ``sample_endpoints``) the map is not started again."""
         if frontier is None:
             frontier_local = id_map.start(seeds, seeds_batch)
             frontier, num_frontier = seeds, torch.full((1,), seeds.numel(), dtype=torch.int64, device=self.device)
@@ -266,6 +279,8 @@ class NeighborSampler:
             frontier, frontier_local, num_frontier = frontier
         frontier_batch = seeds_batch
         num_batches = 1 if batch_ptr is None else batch_ptr.numel() - 1
+        if self.disjoint and rng is not None:
+            rng = seed_slots(rng, num_batches)
         cap = self._frontier_cap(num_batches)
         hops = []
         for hop, fanout in enumerate(self._fanouts):
@@ -288,7 +303,7 @@ class NeighborSampler:
                 per_batch = mapped.num_new_per_batch[:num_batches]
                 batch_ptr = torch.cat([per_batch.new_zeros(1), torch.cumsum(per_batch, 0)])
             keep = min(frontier.numel(), cap)  # a static cut (no sync): never more new nodes than that
-            if keep > self.sync_above * num_batches:
+            if keep > self._sync_slots(num_batches):
                 keep = int(num_frontier.item())  # the real frontier (a sync)
             if keep < frontier.numel():
                 frontier, frontier_local = frontier[:keep], frontier_local[:keep]
@@ -323,8 +338,9 @@ class NeighborSampler:
             # sized for the untrimmed bound (H200, 5x10^7 nodes, K = 16:
             # 2.41-2.60 ms a batch at 14.1-14.7 GB peak captured, 2.50-2.58
             # ms at 12.6-13.5 GB eager)
-            direct = num_batches == 1 or direct_fits(self.graph.num_nodes, num_batches)
-            if 0 < keys <= _GRAPH_KEYS_MAX * num_batches and len(self._captured) < _GRAPHS_MAX and direct:
+            direct = num_batches == 1 or direct_fits(self.graph.num_nodes, num_batches) or self.disjoint
+            most_keys = _GRAPH_KEYS_MAX * (1 if self.disjoint else num_batches)
+            if 0 < keys <= most_keys and len(self._captured) < _GRAPHS_MAX and direct:
                 try:
                     captured = CapturedHops(self, batch_size, num_batches)
                 except RuntimeError:  # a sync or an unsupported call in the capture
@@ -338,12 +354,13 @@ class NeighborSampler:
         graph captured on a GPU), or None where one cannot be: a hop that
         syncs (fanout -1, a frontier past ``_SYNC_ABOVE``), more id-map keys
         than ``_GRAPH_KEYS_MAX``, a ``subgraph_type`` other than ``"directional"``, captures off
-        (``cuda_graph=False``), or a CPU without Triton's interpreter."""
+        (``cuda_graph=False``), a CPU without Triton's interpreter, or
+        ``disjoint`` (no ``batch`` buffer: ``sample`` replays its hops)."""
         check_positive_int("batch_size", batch_size)
         keys = self._keys_bound(batch_size)
         capturable = self.cuda_graph or (self.device.type == "cpu" and use_triton(self.device))
         if not capturable or not 0 < keys <= _GRAPH_KEYS_MAX \
-                or self.subgraph_type != "directional":
+                or self.subgraph_type != "directional" or self.disjoint:
             return None
         return PackedBatch(self, batch_size)
 
@@ -384,12 +401,14 @@ class NeighborSampler:
             ``edge`` (e_id, or None), ``num_sampled_nodes`` (``[B, new nodes
             per hop...]``) and ``num_sampled_edges`` (per hop), as lists;
             with another ``subgraph_type`` its edges, both counts None
-            (``sampling.subgraph``).
+            (``sampling.subgraph``); disjoint: ``sampling.disjoint``.
         """
         if validate:
             self._check_seeds(seeds, "seeds")
             check_ids_in_range(seeds, self.graph.num_nodes, "seeds")
         rng = self.draw_rng(generator)  # one draw per hop, so both paths agree
+        if self.disjoint:
+            return self._subgraph(sample_disjoint(self, seeds, rng, generator))
         captured = self._replayable(seeds.numel()) if self.cuda_graph and seeds.numel() else None
         if captured is not None:
             hops, sizes = captured.replay(seeds, rng)
@@ -418,6 +437,8 @@ class NeighborSampler:
             ``[C]`` int64 local id of each endpoint (``out.node[local] ==
             endpoints``). Same sizes sync as ``sample``: one.
         """
+        if self.disjoint:
+            raise NotImplementedError("sample_endpoints (link-level batches) of a disjoint sampler")
         if validate:
             self._check_seeds(endpoints, "endpoints")
             check_ids_in_range(endpoints, self.graph.num_nodes, "endpoints")
@@ -479,7 +500,7 @@ class NeighborSampler:
         total = sum(sizes)
         if validate and total:
             check_ids_in_range(torch.cat(list(seeds_list)), self.graph.num_nodes, "seeds_list")
-        if num_batches == 1 or total == 0 or not use_triton(self.device):
+        if num_batches == 1 or total == 0 or not use_triton(self.device) or self.disjoint:
             # the CPU path's reference draws every number from the generator in turn
             return [self.sample(seeds, generator, validate=False) for seeds in seeds_list]
         step = self._super_batch_step(num_batches)

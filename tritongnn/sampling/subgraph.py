@@ -69,8 +69,9 @@ def hop_layout(out: SamplerOutput) -> list[int]:
 def to_subgraph(out: SamplerOutput, subgraph_type: str, graph, tiers: dict, id_map, edge_perm,
                 hot_edge_perm=None) -> SamplerOutput:
     """``out`` (a directional batch, internal ids) with the edges of
-    ``subgraph_type``: its nodes as they are, ``row``/``col``/``edge``
-    replaced, the hop counts moved to ``metadata``.
+    ``subgraph_type``: its nodes (and a disjoint batch's ``batch``) as they
+    are, ``row``/``col``/``edge`` replaced, the hop counts moved to
+    ``metadata``.
 
     Args:
         graph: the sampler's ``CSCGraph``; ``tiers``: its adjacency cache
@@ -90,4 +91,4 @@ def to_subgraph(out: SamplerOutput, subgraph_type: str, graph, tiers: dict, id_m
         if edge is not None:
             edge = to_edge_ids(edge, edge_perm, hot_edge_perm)
     layout = dict(num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges)
-    return SamplerOutput(node=out.node, row=row, col=col, edge=edge, metadata=layout)
+    return SamplerOutput(node=out.node, row=row, col=col, edge=edge, batch=out.batch, metadata=layout)
