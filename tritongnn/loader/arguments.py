@@ -20,6 +20,7 @@ from ..cache.reorder import check_group
 from ..graph import CSCGraph, in_target_order
 from ..host_memory import pinned_empty
 from ..kernels.sample import METHODS as SAMPLE_METHODS
+from ..sampling.disjoint import check_disjoint
 from ..sampling.subgraph import resolve_subgraph_type
 from ..stores import as_data, is_store_pair
 from . import frames
@@ -29,7 +30,6 @@ from .placement import PLACEMENTS
 # "not used": passing anything else raises NotImplementedError naming it.
 _UNSUPPORTED = {
     "input_time": None,
-    "disjoint": False,
     "temporal_strategy": "uniform",
     "time_attr": None,
     "transform_sampler_output": None,
@@ -116,13 +116,14 @@ def as_tensor(value, name: str) -> torch.Tensor:
         raise TypeError(f"{name} is a numpy array of dtype {value.dtype}, which has no torch dtype") from error
 
 
-def check_kwargs(kwargs: dict) -> str:
+def check_kwargs(kwargs: dict) -> dict:
     """PyG's keyword arguments checked (the unsupported refused by name);
-    returns the ``subgraph_type`` they ask for (``directed=False``: PyG's
-    deprecated ``"induced"``, with its warning)."""
+    returns the sampler's arguments they ask for: ``subgraph_type``
+    (``directed=False``: PyG's deprecated ``"induced"``, with its warning)
+    and ``disjoint`` (``sampling.disjoint``; not with ``"induced"``, as PyG)."""
     for name, value in kwargs.items():
-        if name in ("subgraph_type", "directed"):
-            continue  # resolve_subgraph_type's
+        if name in ("subgraph_type", "directed", "disjoint"):
+            continue  # resolve_subgraph_type's, check_disjoint's
         if name in _UNSUPPORTED:
             default = _UNSUPPORTED[name]
             if isinstance(value, enum.Enum):  # e.g. SubgraphType.directional, PyG's default
@@ -140,8 +141,9 @@ def check_kwargs(kwargs: dict) -> str:
             continue  # checked against data by check_weight_attr
         else:
             raise TypeError(f"NeighborLoader got an unexpected keyword argument {name!r}")
-    return resolve_subgraph_type(kwargs.get("subgraph_type", "directional"), kwargs.get("directed", True),
-                                 stacklevel=4)
+    subgraph_type = resolve_subgraph_type(kwargs.get("subgraph_type", "directional"),
+                                          kwargs.get("directed", True), stacklevel=4)
+    return dict(subgraph_type=subgraph_type, disjoint=check_disjoint(kwargs.get("disjoint", False), subgraph_type))
 
 
 def check_data(data) -> Data:
@@ -256,10 +258,14 @@ def csc_edge_weight(weight: torch.Tensor | None, graph: CSCGraph, device: torch.
 
 
 def check_settings(*, batch_size, super_batch, sample_kernel, placement, prefetch, generator, seed,
-                   feature_dtype, share_host_memory, cache_policy) -> None:
-    """The arguments that need nothing but themselves to be checked."""
+                   feature_dtype, share_host_memory, cache_policy, disjoint: bool = False) -> None:
+    """The arguments that need nothing but themselves (or ``disjoint``,
+    checked by ``check_kwargs``) to be checked."""
     check_positive_int("batch_size", batch_size)
     check_positive_int("super_batch", super_batch)
+    if disjoint and super_batch != 1:
+        raise ValueError(f"super_batch={super_batch} with disjoint=True: a disjoint batch already samples its "
+                         f"seeds as sub-batches of one launch; take super_batch=1")
     if sample_kernel not in SAMPLE_METHODS:
         raise ValueError(f"sample_kernel must be one of {SAMPLE_METHODS}, got {sample_kernel!r}")
     if placement not in PLACEMENTS:

@@ -133,8 +133,9 @@ class Assembler:
     def complete(self, batch: Data, input_id: torch.Tensor, out) -> Data:
         """``batch`` (its nodes' and edges' tensors set) with the graph
         attributes and PyG's bookkeeping (``input_id``, ``batch_size``,
-        ``num_sampled_nodes``/``edges`` from the ``SamplerOutput``; a link
-        batch's labels in place of ``batch_size``: ``sampling.link``), then
+        ``num_sampled_nodes``/``edges`` and a disjoint batch's ``batch``
+        from the ``SamplerOutput``; a link batch's labels in place of
+        ``batch_size``: ``sampling.link``), then
         the user's ``transform``."""
         for key, value in self.attrs.graph.items():
             batch[key] = value
@@ -145,4 +146,6 @@ class Assembler:
             batch.batch_size = input_id.numel()
         batch.num_sampled_nodes = out.num_sampled_nodes
         batch.num_sampled_edges = out.num_sampled_edges
+        if out.batch is not None:  # a disjoint batch: each node's seed slot (PyG's ``data.batch = out.batch``)
+            batch.batch = out.batch
         return self.transform(batch) if self.transform is not None else batch

@@ -229,8 +229,9 @@ class NeighborLoader:
             inf and NaN in ``data.x`` stay so. None: as given.
         **kwargs: ``weight_attr`` (PyG's): the name of an edge attribute of ``data``
             of finite, non-negative float edge weights: neighbours are drawn in proportion to weight
-            (``tritongnn.kernels.sample_weighted``); other PyG/DataLoader arguments: worker settings warn
-            that they have no effect; features not supported yet raise ``NotImplementedError`` naming it.
+            (``tritongnn.kernels.sample_weighted``); ``disjoint`` (PyG's): each seed samples its own subgraph,
+            ``batch.batch`` its seed slot (``tritongnn.sampling.disjoint``); other PyG/DataLoader arguments:
+            worker settings warn that they have no effect; features not supported yet raise ``NotImplementedError``.
 
     Example:
         >>> loader = NeighborLoader(data, num_neighbors=[10, 10], batch_size=128,
@@ -250,13 +251,13 @@ class NeighborLoader:
                  feature_dtype: torch.dtype | None = None, rank: int | None = None,
                  world_size: int | None = None, share_host_memory: bool = True, memory_reserve="auto",
                  build_dir=None, **kwargs):
-        subgraph_type = arguments.check_kwargs(dict(kwargs, input_time=input_time))
+        sampling = arguments.check_kwargs(dict(kwargs, input_time=input_time))  # subgraph_type, disjoint
         data = arguments.check_data(data)  # (a (FeatureStore, GraphStore) pair read into a Data)
         weight = arguments.check_weight_attr(data, kwargs.get("weight_attr"), replace)  # PyG's weight_attr
         arguments.check_settings(batch_size=batch_size, super_batch=super_batch, sample_kernel=sample_kernel,
                                  placement=placement, prefetch=prefetch, generator=generator, seed=seed,
                                  feature_dtype=feature_dtype, share_host_memory=share_host_memory,
-                                 cache_policy=cache_policy)
+                                 cache_policy=cache_policy, disjoint=sampling["disjoint"])
         self.device = torch.device(device if device is not None else
                                    ("cuda" if torch.cuda.is_available() else "cpu"))
         if self.device.type == "cuda" and self.device.index is None:
@@ -317,8 +318,7 @@ class NeighborLoader:
         # the input nodes in the sampler's ids: internal (hot-first) ones with a cache
         self.seeds = self.input_nodes if self.cache is None else self.cache.new_id[self.input_nodes]
         self.sampler = NeighborSampler(self.graph, self.num_neighbors, replace, self.device,
-                                       return_eid=True,
-                                       method=sample_kernel, subgraph_type=subgraph_type,
+                                       return_eid=True, method=sample_kernel, **sampling,
                                        edge_weight=arguments.csc_edge_weight(weight, self.graph, self.device),
                                        **(self.cache.adjacency_tiers if self.cache else {}))
         self.stats_history: list[dict] = []

@@ -108,8 +108,10 @@ class ReplayState:
         """Whether the sampler's batches can be captured (or, with
         ``eager_on_cpu``, run as if they were): not with a ``subgraph_type``
         other than ``"directional"`` (its edges come from a pass after the
-        hops, with host syncs)."""
-        if sampler.subgraph_type != "directional":
+        hops, with host syncs), nor for a disjoint sampler (a packed batch
+        has no ``batch`` vector: ``NeighborSampler.packed_batch``; its
+        batches are built, each one's hops replayed by the sampler)."""
+        if sampler.subgraph_type != "directional" or sampler.disjoint:
             return False
         return sampler.cuda_graph or (self.eager_on_cpu and device.type == "cpu" and use_triton(device))
 
