@@ -310,3 +310,26 @@ def test_replayed_disjoint_batches_equal_eager_ones(num_nodes, monkeypatch):
         assert as_lists(a) == as_lists(b)
         check_invariants(a, graph.to("cpu"), seeds)
     assert replayed._captured.get((64, 64)) is not None
+
+
+def test_the_fused_kernel_is_not_taken_for_disjoint_batches():
+    # its edge_ptr tile is K + 1 = B + 1 wide in every program: the classifier's kernels instead
+    graph = random_graph(10, 30, seed=0)
+    assert NeighborSampler(graph, [2], device="cpu", method="fused", disjoint=True)._kernel["method"] == "foundation"
+    assert NeighborSampler(graph, [2], device="cpu", method="fused")._kernel["method"] == "fused"
+    assert NeighborSampler(graph, [2], device="cpu", method="grouped", disjoint=True)._kernel["method"] == "grouped"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: run with -m gpu on the GPU machine")
+def test_large_disjoint_batch_on_the_gpu():
+    # thousands of slots in one launch (method "auto" on a graph in GPU memory), with the CUDA graph
+    graph = random_graph(50_000, 500_000, seed=5)
+    sampler = NeighborSampler(graph.to("cuda"), [10, 5], device="cuda", return_eid=True, disjoint=True)
+    seeds = torch.randint(0, 50_000, (4096,), generator=torch.Generator().manual_seed(0)).cuda()
+    for _ in range(2):
+        out = sampler.sample(seeds, torch.Generator().manual_seed(1))
+        check_invariants(out, graph, seeds)
+    want = reference_disjoint(graph.indptr, graph.indices, seeds.tolist(), [10, 5],
+                              picks_of(out, graph.indptr, [10, 5]))
+    assert as_lists(out) == list(want)

@@ -62,6 +62,18 @@ def check_disjoint(disjoint, subgraph_type: str) -> bool:
     return disjoint
 
 
+def disjoint_method(method: str, indices: torch.Tensor, hot_indices: torch.Tensor | None) -> str:
+    """The sampling kernels of a disjoint sampler: ``method``, but
+    ``"foundation"`` for ``"fused"`` and for ``"auto"`` where it would fuse
+    (every row in GPU memory: ``kernels.sample.auto_method``). The fused
+    kernel writes each sub-batch's ``edge_ptr`` from a ``[K + 1, block]``
+    tile in every program: with K = B sub-batches (thousands) that tile
+    passes what a program holds. Every method draws the same edges."""
+    if method == "fused" or (method == "auto" and indices.is_cuda and hot_indices is None):
+        return "foundation"
+    return method
+
+
 def disjoint_capacity(per_seed_bound: int, batch_size: int) -> int:
     """Keys a disjoint batch's id map is first sized for: every seed's
     subgraph bounded on its own (the sampler's node bound of one seed)."""

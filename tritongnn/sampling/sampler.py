@@ -75,7 +75,7 @@ from ..kernels.id_map import DirectTable, direct_fits
 from ..kernels.sample import check_method, visits_in_node_order
 from .arguments import check_hit_rate, check_num_neighbors, within_kernel_fanouts
 from .captured import CapturedHops, PackedBatch, hop_bounds, hop_sizes, sub_batch_of
-from .disjoint import check_disjoint, sample_disjoint, seed_slots
+from .disjoint import check_disjoint, disjoint_method, sample_disjoint, seed_slots
 from .outputs import batch_output, super_batch_outputs
 from .subgraph import check_subgraph_type, to_subgraph
 
@@ -174,6 +174,8 @@ class NeighborSampler:
         self.sync_above = _SYNC_ABOVE
         self._tiers = {} if hot_indptr is None and hot_indices is None else \
             dict(hot_indptr=hot_indptr, hot_indices=hot_indices)
+        if self.disjoint:  # (not the fused kernel: its edge_ptr tile is K = B wide)
+            method = disjoint_method(method, graph.indices, hot_indices)
         self._kernel = dict(method=method, d_max=d_max)
         if edge_weight is not None:  # (checked by every hop's sample_neighbors, without a sync)
             if not isinstance(edge_weight, torch.Tensor) or edge_weight.shape != (graph.num_edges,):
