@@ -14,12 +14,14 @@ would. Rates are steady-state: the first ``2 * num_workers + 3`` batches
 
     python bench/loader.py --out bench/results/loader.json
 
-With ``--weight-attr NAME`` the graph also gets random edge weights
-(``data.NAME``, uniform in [0.01, 1)) and loader throughput (a) is measured
-sampling by weight (``weight_attr=NAME``), ours and PyG's (pyg-lib >= 0.3),
-beside ours sampling uniformly from the same data (the attribute there, so
-both slice ``e_id`` and neither replays batches): the ratio (w) is weighted
-over uniform time per sampled edge (PyG parity issue's goal: <= 1.5).
+With ``--options weight disjoint time`` loader throughput (a) is also
+measured with each of PyG's sampling options, ours and PyG's (pyg-lib; its
+rows are skipped, saying so, without it), beside ours sampling uniformly
+from the same data: ``weight`` samples by random edge weights
+(``weight_attr``, uniform in [0.01, 1)), ``disjoint`` gives every seed its
+own subgraph, ``time`` samples by random node times (``time_attr``: no
+neighbour later than its seed). The ratio (o) is each option's time per
+sampled edge over uniform sampling's (weighted sampling's goal: <= 1.5).
 
 ``--scale 16 --edges 2**20`` is a quick run; ``--device cpu --scale 10
 --edges 2**13`` a smoke test of the script.
@@ -57,8 +59,8 @@ def parse_args(argv=None):
     p.add_argument("--workers", type=int, nargs="+", default=[0, 8, 16], help="PyG's num_workers tried")
     p.add_argument("--placements", nargs="+", default=["device", "host"], choices=["device", "host"])
     p.add_argument("--skip-pyg", action="store_true")
-    p.add_argument("--weight-attr", default=None, metavar="NAME",
-                   help="also sample by random edge weights stored as data.NAME (loader throughput only)")
+    p.add_argument("--options", nargs="*", default=[], choices=sorted(OPTIONS),
+                   help="also measure loader throughput with these sampling options (see the docstring)")
     p.add_argument("--out", default=None, help="append the record to this JSON file")
     p.add_argument("--commit", default=None, help="commit measured (default: git rev-parse of this checkout)")
     return p.parse_args(argv)
@@ -102,27 +104,37 @@ def edges_per_batch(batches) -> float:
     return sum(b.edge_index.size(1) for b in batches) / max(1, len(batches))
 
 
-def weighted_data(data, name: str):
-    """``data`` (a shallow copy: the same tensors) with random weights as ``data.name``."""
-    weighted = copy.copy(data)
+# each option's loader arguments (``with_option_attributes`` adds the attributes they name)
+OPTIONS = {"weight": dict(weight_attr="edge_weight"), "disjoint": dict(disjoint=True), "time": dict(time_attr="time")}
+
+
+def with_option_attributes(data, options):
+    """``data`` (a shallow copy: the same tensors) with random edge weights
+    (``edge_weight``) and node times (``time``) where ``options`` need them."""
+    data = copy.copy(data)
     g = torch.Generator(device=data.edge_index.device).manual_seed(1)
-    weighted[name] = torch.rand(data.edge_index.size(1), generator=g, device=data.edge_index.device) * 0.99 + 0.01
-    return weighted
+    if "weight" in options:
+        data.edge_weight = torch.rand(data.edge_index.size(1), generator=g, device=data.edge_index.device) \
+            * 0.99 + 0.01
+    if "time" in options:
+        data.time = torch.randint(0, 1000, (data.num_nodes,), generator=g, device=data.edge_index.device)
+    return data
 
 
-def bench_ours_weighted(data, args, device, emit):
-    """(a) with ``weight_attr`` against uniform sampling of the same data, in
-    batches/s and sampled edges/s."""
+def bench_ours_options(data, args, device, emit):
+    """(a) with each of ``args.options`` against uniform sampling of the
+    same data, in batches/s and sampled edges/s."""
     for placement in args.placements:
         if placement == "host" and device.type != "cuda":
             continue
-        for mode, extra in (("uniform, edge attr", {}), ("weighted", dict(weight_attr=args.weight_attr))):
+        for mode in ("uniform", *args.options):
+            extra = {} if mode == "uniform" else OPTIONS[mode]
             loader = NeighborLoader(data, args.num_neighbors, batch_size=args.batch_size, shuffle=True,
                                     placement=placement, device=device, seed=0, **extra)
             warm = min(10, args.batches)
             rate = steady_rate(cycle(loader), warm, args.batches, device)
             edges = edges_per_batch(b for _, b in zip(range(20), loader))
-            emit(dict(kind="a", name=f"tritongnn [{placement}, {mode}]", unit="batches/s", value=rate,
+            emit(dict(kind="a", name=f"tritongnn [{placement}, {mode} option]", unit="batches/s", value=rate,
                       edges_per_batch=edges, note=f"{rate * edges / 1e6:.1f} M sampled edges/s"))
             del loader
             gc.collect()
@@ -136,17 +148,18 @@ def bench_pyg(data, args, device, emit):
     from torch_geometric.sampler import NeighborSampler as PyGNeighborSampler
     # the edges handed over sorted by target (is_sorted): the one-time CSC
     # conversion is preprocessing, not loader throughput
-    weight_attr = args.weight_attr
-    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=weight_attr is not None,
-                                     device=device)
+    graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True, device=device)
     col = torch.repeat_interleave(torch.arange(data.num_nodes, device=device), graph.degree())
     cpu = Data(x=data.x.cpu(), y=data.y.cpu(), num_nodes=data.num_nodes,
                edge_index=torch.stack([graph.indices.long(), col]).cpu())
-    if weight_attr is not None:  # a copy with the weights in the sorted edges' order
-        weighted = copy.copy(cpu)
-        weighted[weight_attr] = data[weight_attr][graph.edge_perm].cpu()
-        bench_pyg_weighted(weighted, args, device, emit)
-        del weighted
+    if args.options:  # the options' attributes, edge ones in the sorted edges' order
+        optioned = copy.copy(cpu)
+        if "edge_weight" in data:
+            optioned.edge_weight = data.edge_weight[graph.edge_perm.long()].cpu()
+        if "time" in data:
+            optioned.time = data.time.cpu()
+        bench_pyg_options(optioned, args, device, emit)
+        del optioned
     del graph, col
     sampler = PyGNeighborSampler(cpu, args.num_neighbors, is_sorted=True)
     for workers in args.workers:
@@ -174,51 +187,51 @@ def bench_pyg(data, args, device, emit):
             gc.collect()
 
 
-def bench_pyg_weighted(cpu, args, device, emit):
-    """(a) of PyG's loader sampling by ``cpu[args.weight_attr]`` (pyg-lib >= 0.3)."""
+def bench_pyg_options(cpu, args, device, emit):
+    """(a) of PyG's loader with each of ``args.options`` (pyg-lib samples them)."""
     import torch_geometric.typing
     from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
     from torch_geometric.sampler import NeighborSampler as PyGNeighborSampler
-    if not torch_geometric.typing.WITH_WEIGHTED_NEIGHBOR_SAMPLE:
-        print("PyG's weighted loader skipped: it needs pyg-lib >= 0.3", flush=True)
+    if not torch_geometric.typing.WITH_PYG_LIB:
+        print(f"PyG's loader with {args.options} skipped: weights, disjoint and times need pyg-lib", flush=True)
         return
-    sampler = PyGNeighborSampler(cpu, args.num_neighbors, is_sorted=True, weight_attr=args.weight_attr)
-    for workers in args.workers:
-        for pin in (False, True):
+    for mode in args.options:
+        sampler = PyGNeighborSampler(cpu, args.num_neighbors, is_sorted=True, **OPTIONS[mode])
+        for workers in args.workers:
             loader = PyGNeighborLoader(cpu, args.num_neighbors, batch_size=args.batch_size, shuffle=True,
-                                       num_workers=workers, pin_memory=pin, neighbor_sampler=sampler,
+                                       num_workers=workers, pin_memory=True, neighbor_sampler=sampler,
                                        persistent_workers=workers > 0,
                                        transform_sampler_output=with_hop_counts(len(args.num_neighbors)))
             count, warm = max(20, min(args.pyg_batches, 6 * max(workers, 1))), 2 * workers + 3
-            rate = steady_rate((b.to(device, non_blocking=pin) for b in cycle(loader)), warm, count, device)
+            rate = steady_rate((b.to(device, non_blocking=True) for b in cycle(loader)), warm, count, device)
             edges = edges_per_batch(b for _, b in zip(range(10), loader))
-            emit(dict(kind="a", name=f"PyG weighted workers={workers} pin_memory={pin}", unit="batches/s",
-                      value=rate, workers=workers, pin_memory=pin, edges_per_batch=edges,
+            emit(dict(kind="a", name=f"PyG {mode} option workers={workers}", unit="batches/s",
+                      value=rate, workers=workers, pin_memory=True, edges_per_batch=edges,
                       note=f"{count} batches after {warm}; {rate * edges / 1e6:.1f} M sampled edges/s"))
             del loader
             gc.collect()
 
 
-def weighted_ratios(rows) -> dict:
-    """(w): weighted over uniform time per sampled edge, ours; (a) ours
-    weighted over PyG's best weighted, per sampled edge."""
+def option_ratios(rows, options) -> dict:
+    """(o): each option's time per sampled edge over uniform's, ours; (a)
+    ours with the option over PyG's best with it, per sampled edge."""
     out = {}
     by_name = {r["name"]: r for r in rows if r["kind"] == "a" and "edges_per_batch" in r}
 
     def edge_rate(r):
         return r["value"] * r["edges_per_batch"]
 
-    pyg = [r for name, r in by_name.items() if name.startswith("PyG weighted")]
-    best = max(pyg, key=edge_rate) if pyg else None
-    for name, r in by_name.items():
-        if not (name.startswith("tritongnn") and name.endswith(", weighted]")):
-            continue
-        uniform = by_name.get(name.replace(", weighted]", ", uniform, edge attr]"))
-        if uniform is not None:
-            out[f"(w) {name}: time per sampled edge over uniform's"] = edge_rate(uniform) / edge_rate(r)
-        if best is not None:
-            out[f"(a) {name} / PyG weighted best ({best['name'][13:]}), per sampled edge"] = \
-                edge_rate(r) / edge_rate(best)
+    for mode in options:
+        pyg = [r for name, r in by_name.items() if name.startswith(f"PyG {mode} option")]
+        best = max(pyg, key=edge_rate) if pyg else None
+        for name, r in by_name.items():
+            if not (name.startswith("tritongnn") and name.endswith(f", {mode} option]")):
+                continue
+            uniform = by_name.get(name.replace(f", {mode} option]", ", uniform option]"))
+            if uniform is not None:
+                out[f"(o) {name}: time per sampled edge over uniform's"] = edge_rate(uniform) / edge_rate(r)
+            if best is not None:
+                out[f"(a) {name} / PyG best ({best['name'][4:]}), per sampled edge"] = edge_rate(r) / edge_rate(best)
     return out
 
 
@@ -228,7 +241,7 @@ def ratios(rows) -> dict:
 
     out = {}
     for kind in ("a", "b"):
-        pyg = [r for r in rows if r["kind"] == kind and r["name"].startswith("PyG") and "weighted" not in r["name"]]
+        pyg = [r for r in rows if r["kind"] == kind and r["name"].startswith("PyG") and "option" not in r["name"]]
         if not pyg:
             continue
         best = max(pyg, key=lambda r: r["value"])
@@ -251,7 +264,7 @@ def main(argv=None):
     settings = dict(graph=f"R-MAT 2^{args.scale} nodes, {args.edges} edges, a,b,c,d=0.57,0.19,0.19,0.05",
                     features=f"{args.features} float32", classes=args.classes, num_neighbors=args.num_neighbors,
                     batch_size=args.batch_size, model=f"PyG GraphSAGE hidden 256, {len(args.num_neighbors)} layers",
-                    pyg_workers=args.workers, weight_attr=args.weight_attr,
+                    pyg_workers=args.workers, options=args.options,
                     generation_seconds=round(now(device) - start, 2))
     print_settings(device, settings)
     rows = []
@@ -262,12 +275,12 @@ def main(argv=None):
               flush=True)
 
     bench_ours(data, args, device, emit)
-    if args.weight_attr is not None:
-        data = weighted_data(data, args.weight_attr)
-        bench_ours_weighted(data, args, device, emit)
+    if args.options:
+        data = with_option_attributes(data, args.options)
+        bench_ours_options(data, args, device, emit)
     if not args.skip_pyg:
         bench_pyg(data, args, device, emit)
-    found = dict(ratios(rows), **weighted_ratios(rows))
+    found = dict(ratios(rows), **option_ratios(rows, args.options))
     print_ratios(found)
     append_record(args.out, new_record("loader", device, args.commit, settings=settings, rows=rows, ratios=found))
 
