@@ -69,7 +69,7 @@ def test_train_command_exits_zero_and_refuses_bad_options(tmp_path):
                          timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "final test accuracy: Cora" in run.stdout
-    assert "host arrays 15.78 MB" in run.stdout  # Cora's x and graph once, not once per loader
+    assert "host arrays 15.95 MB" in run.stdout  # Cora's x once (15.52 MB), not once per loader; each graph with its e_id map
 
 
 # ---------------------------------------------------------------- bench/
