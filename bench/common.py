@@ -315,3 +315,9 @@ def cache_plan(loader) -> dict:
                           feature_bytes=plan.feature_bytes, adjacency_bytes=plan.adjacency_bytes,
                           expected_feature_hit_rate=plan.feature_hit_rate,
                           expected_adjacency_hit_rate=plan.adjacency_hit_rate))
+
+
+def edges_per_batch(batches) -> float:
+    """Sampled edges per batch, the mean over ``batches``."""
+    batches = list(batches)
+    return sum(b.edge_index.size(1) for b in batches) / max(1, len(batches))

@@ -23,6 +23,16 @@ own subgraph, ``time`` samples by random node times (``time_attr``: no
 neighbour later than its seed). The ratio (o) is each option's time per
 sampled edge over uniform sampling's (weighted sampling's goal: <= 1.5).
 
+With ``--link`` link batches are measured too (``bench/link.py``):
+``tritongnn.LinkNeighborLoader`` per placement against PyG's
+``LinkNeighborLoader`` for each of ``--workers`` (pin_memory on), both over
+a random subset of the graph's edges (``--link-edges``, 2^20) in batches of
+``--batch-size``, with ``"binary"`` negatives (ratio 1) and ``"triplet"``
+ones (amount 1: ``--link-modes``); batches/s and sampled edges per batch,
+the ratio (l) ours over PyG's best per mode:
+
+    python bench/loader.py --link --out bench/results/loader.json
+
 ``--scale 16 --edges 2**20`` is a quick run; ``--device cpu --scale 10
 --edges 2**13`` a smoke test of the script.
 """
@@ -37,8 +47,9 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (append_record, cycle, new_record, now, print_ratios, print_settings,  # noqa: E402
-                    pyg_sampling_available, steady_rate, train_step, with_hop_counts)
+from common import (append_record, cycle, edges_per_batch, new_record, now, print_ratios,  # noqa: E402
+                    print_settings, pyg_sampling_available, steady_rate, train_step, with_hop_counts)
+import link  # noqa: E402
 
 from tritongnn import CSCGraph, NeighborLoader  # noqa: E402
 from tritongnn.datasets import rmat  # noqa: E402
@@ -61,6 +72,7 @@ def parse_args(argv=None):
     p.add_argument("--skip-pyg", action="store_true")
     p.add_argument("--options", nargs="*", default=[], choices=sorted(OPTIONS),
                    help="also measure loader throughput with these sampling options (see the docstring)")
+    link.add_arguments(p)
     p.add_argument("--out", default=None, help="append the record to this JSON file")
     p.add_argument("--commit", default=None, help="commit measured (default: git rev-parse of this checkout)")
     return p.parse_args(argv)
@@ -99,11 +111,6 @@ def bench_ours(data, args, device, emit):
         gc.collect()
 
 
-def edges_per_batch(batches) -> float:
-    batches = list(batches)
-    return sum(b.edge_index.size(1) for b in batches) / max(1, len(batches))
-
-
 # each option's loader arguments (``with_option_attributes`` adds the attributes they name)
 OPTIONS = {"weight": dict(weight_attr="edge_weight"), "disjoint": dict(disjoint=True), "time": dict(time_attr="time")}
 
@@ -140,27 +147,29 @@ def bench_ours_options(data, args, device, emit):
             gc.collect()
 
 
-def bench_pyg(data, args, device, emit):
-    if not pyg_sampling_available():
-        return
+def sorted_cpu_data(data, device):
+    """PyG's copy of ``data`` on the CPU, its edges sorted by target (for
+    ``is_sorted``: the one-time CSC conversion is preprocessing, not loader
+    throughput), and the permutation that sorted them."""
     from torch_geometric.data import Data
-    from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
-    from torch_geometric.sampler import NeighborSampler as PyGNeighborSampler
-    # the edges handed over sorted by target (is_sorted): the one-time CSC
-    # conversion is preprocessing, not loader throughput
     graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True, device=device)
     col = torch.repeat_interleave(torch.arange(data.num_nodes, device=device), graph.degree())
     cpu = Data(x=data.x.cpu(), y=data.y.cpu(), num_nodes=data.num_nodes,
                edge_index=torch.stack([graph.indices.long(), col]).cpu())
+    return cpu, graph.edge_perm.long()
+
+
+def bench_pyg(data, cpu, edge_perm, args, device, emit):
+    from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
+    from torch_geometric.sampler import NeighborSampler as PyGNeighborSampler
     if args.options:  # the options' attributes, edge ones in the sorted edges' order
         optioned = copy.copy(cpu)
         if "edge_weight" in data:
-            optioned.edge_weight = data.edge_weight[graph.edge_perm.long()].cpu()
+            optioned.edge_weight = data.edge_weight[edge_perm].cpu()
         if "time" in data:
             optioned.time = data.time.cpu()
         bench_pyg_options(optioned, args, device, emit)
         del optioned
-    del graph, col
     sampler = PyGNeighborSampler(cpu, args.num_neighbors, is_sorted=True)
     for workers in args.workers:
         for pin in (False, True):
@@ -264,7 +273,7 @@ def main(argv=None):
     settings = dict(graph=f"R-MAT 2^{args.scale} nodes, {args.edges} edges, a,b,c,d=0.57,0.19,0.19,0.05",
                     features=f"{args.features} float32", classes=args.classes, num_neighbors=args.num_neighbors,
                     batch_size=args.batch_size, model=f"PyG GraphSAGE hidden 256, {len(args.num_neighbors)} layers",
-                    pyg_workers=args.workers, options=args.options,
+                    pyg_workers=args.workers, options=args.options, **link.settings(args),
                     generation_seconds=round(now(device) - start, 2))
     print_settings(device, settings)
     rows = []
@@ -275,12 +284,18 @@ def main(argv=None):
               flush=True)
 
     bench_ours(data, args, device, emit)
+    plain = data  # the link rows' data: no option attributes
     if args.options:
         data = with_option_attributes(data, args.options)
         bench_ours_options(data, args, device, emit)
-    if not args.skip_pyg:
-        bench_pyg(data, args, device, emit)
-    found = dict(ratios(rows), **option_ratios(rows, args.options))
+    cpu = edge_perm = None
+    if not args.skip_pyg and pyg_sampling_available():
+        cpu, edge_perm = sorted_cpu_data(data, device)
+        bench_pyg(data, cpu, edge_perm, args, device, emit)
+    if args.link:
+        link.bench_link(plain, cpu, args, device, emit)
+    del cpu, edge_perm
+    found = dict(ratios(rows), **option_ratios(rows, args.options), **link.link_ratios(rows))
     print_ratios(found)
     append_record(args.out, new_record("loader", device, args.commit, settings=settings, rows=rows, ratios=found))
 
