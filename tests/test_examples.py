@@ -52,6 +52,7 @@ def test_train_example_under_torchrun_with_gloo(tmp_path):
     accuracy = float(out.rsplit("Cora", 1)[1])
     assert accuracy > 0.6
 
+
 def test_train_command_exits_zero_and_refuses_bad_options(tmp_path):
     # the README's first command is the console script, which exits with
     # what its function returns: cli() returns None (0), not main's dict
@@ -69,12 +70,14 @@ def test_train_command_exits_zero_and_refuses_bad_options(tmp_path):
                          timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "final test accuracy: Cora" in run.stdout
-    assert "host arrays 15.95 MB" in run.stdout  # Cora's x once (15.52 MB), not once per loader; each graph with its e_id map
+    # Cora's x once (15.52 MB), not once per loader; each graph with its e_id map
+    assert "host arrays 15.95 MB" in run.stdout
 
 
 # ---------------------------------------------------------------- bench/
 BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench")
-SCRIPTS = sorted(f for f in os.listdir(BENCH) if f.endswith(".py") and f != "common.py")
+MODULES = ["common.py", "link.py"]  # imported by the scripts, not run
+SCRIPTS = sorted(f for f in os.listdir(BENCH) if f.endswith(".py") and f not in MODULES)
 
 
 def run_bench(script, args, device="cpu"):
@@ -112,7 +115,7 @@ def test_every_benchmark_script_parses_its_arguments(script):
 def test_benchmark_scripts_import_no_private_tritongnn_name():
     # public arguments only: no module switch set, no private helper called
     import re
-    for script in SCRIPTS + ["common.py"]:
+    for script in SCRIPTS + MODULES:
         text = open(os.path.join(BENCH, script)).read()
         assert not re.search(r"from tritongnn[\w.]* import [^\n]*\b_\w", text), script
         assert not re.search(r"tritongnn[\w.]*\._\w", text), script
@@ -157,6 +160,57 @@ def test_benchmark_scripts_run_on_the_cpu(tmp_path, script, args):
         assert any(k.startswith("(c)/(b)") for k in record["ratios"])
     if script == "aggregate.py":
         assert all(r["correct"] and r["speedup"] > 0 for r in record["rows"])
+
+
+def test_loader_benchmark_link_rows(tmp_path):
+    # --link: our link rows per mode (one placement on a CPU), then PyG's or
+    # the reason they are skipped, each row with its sampled edges per batch
+    import torch_geometric.typing as pyg_typing
+    out = tmp_path / "record.json"
+    stdout = run_bench("loader.py", ["--scale", "10", "--edges", "2**13", "--batch-size", "64", "--batches", "3",
+                                     "--train-batches", "2", "--link", "--link-edges", "300", "--workers", "0",
+                                     "--out", str(out)])
+    record = last_record(out)
+    assert record["settings"]["link_modes"] == ["binary", "triplet"] and record["settings"]["link_edges"] == 300
+    rows = [r for r in record["rows"] if r["kind"] == "l"]
+    ours = [r["name"] for r in rows if r["name"].startswith("tritongnn")]
+    assert ours == ["tritongnn link [device, binary]", "tritongnn link [device, triplet]"]
+    assert all(r["value"] > 0 and r["edges_per_batch"] > 0 for r in rows)
+    if pyg_typing.WITH_TORCH_SPARSE or pyg_typing.WITH_PYG_LIB:
+        assert [r["name"] for r in rows if r["name"].startswith("PyG")] == \
+            ["PyG link binary workers=0", "PyG link triplet workers=0"]
+        assert sum(k.startswith("(l)") for k in record["ratios"]) == 2
+    else:
+        assert "PyG's link rows skipped" in stdout and len(rows) == 2
+
+
+def test_link_benchmark_pyg_rows_and_ratios(monkeypatch):
+    # PyG's link rows without torch-sparse: PyG's LinkNeighborLoader as the
+    # benchmark builds it, over our PyGSampler in place of PyG's sampler
+    import argparse
+    import torch
+    import torch_geometric.sampler
+    from tritongnn import PyGSampler
+    from tritongnn.datasets import rmat
+    link = _bench_module("link")
+    monkeypatch.setattr(torch_geometric.sampler, "NeighborSampler",
+                        lambda data, num_neighbors, is_sorted: PyGSampler(data, num_neighbors, device="cpu"))
+    data = rmat(8, 2000, num_classes=4, num_features=8, device="cpu", seed=0)
+    args = argparse.Namespace(num_neighbors=[3, 2], batch_size=32, batches=2, pyg_batches=20, workers=[0],
+                              placements=["device"], link_modes=["binary", "triplet"], link_edges=5000,
+                              skip_pyg=False)
+    rows = []
+    with reference_on_cpu():
+        link.bench_link(data, data, args, torch.device("cpu"), rows.append)
+    assert [r["name"] for r in rows] == ["tritongnn link [device, binary]", "tritongnn link [device, triplet]",
+                                         "PyG link binary workers=0", "PyG link triplet workers=0"]
+    assert all(r["value"] > 0 and r["edges_per_batch"] > 0 for r in rows)
+    # every edge supervised (fewer than asked), endpoints and negatives sampled around: more edges than 32
+    assert all(r["edges_per_batch"] > 32 for r in rows)
+    ratios = link.link_ratios(rows)
+    assert sorted(ratios) == ["(l) tritongnn link [device, binary] / PyG best (link binary workers=0)",
+                              "(l) tritongnn link [device, triplet] / PyG best (link triplet workers=0)"]
+    assert ratios[sorted(ratios)[0]] == rows[0]["value"] / rows[2]["value"]
 
 
 SMALL_GRAPH = ["--nodes", "3000", "--edges", "20000", "--classes", "8", "--train", "400", "--val", "100",
