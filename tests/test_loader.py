@@ -736,3 +736,16 @@ def test_a_loader_on_a_gpu_that_is_not_current(prefetch):
     for a, b in zip(base, other):
         for key in ("n_id", "edge_index", "x", "e_id", "edge_attr", "y"):
             assert torch.equal(a[key], b[key]), key
+
+
+def test_a_graph_without_edge_index_is_a_graph_without_edges(device):
+    # PyG's loaders take Data(num_nodes=N) as N isolated nodes; the user's data keeps no edge_index
+    data = Data(num_nodes=50, x=torch.randn(50, 3))
+    batches = list(NeighborLoader(data, [2, 2], batch_size=8, device=device))
+    assert "edge_index" not in data
+    assert sum(b.batch_size for b in batches) == 50
+    for b in batches:
+        assert b.edge_index.shape == (2, 0) and torch.equal(b.n_id.cpu(), b.input_id.cpu())
+        assert torch.equal(b.x.cpu(), data.x[b.n_id.cpu()])
+    with pytest.raises(ValueError, match="neither edge_index nor num_nodes"):
+        NeighborLoader(Data(), [2], device=device)

@@ -4,6 +4,7 @@ the attributes of ``data`` split into what batches slice by ``n_id`` or
 ``e_id`` and what they copy, and ``x`` in its stored dtype."""
 from __future__ import annotations
 
+import copy
 import enum
 import numbers
 import warnings
@@ -160,7 +161,12 @@ def check_data(data) -> Data:
         raise TypeError(f"data must be a torch_geometric.data.Data or a (FeatureStore, GraphStore) pair, "
                         f"got {type(data).__name__}")
     if "edge_index" not in data:
-        raise NotImplementedError("data without edge_index (e.g. adj_t) is not supported yet")
+        if "adj_t" in data:
+            raise NotImplementedError("data without edge_index (adj_t, a sparse adjacency) is not supported yet")
+        if data.num_nodes is None:
+            raise ValueError("data has neither edge_index nor num_nodes: the loader cannot tell the graph's size")
+        data = copy.copy(data)  # a graph without edges, as PyG reads it (the user's data unchanged)
+        data.edge_index = torch.empty(2, 0, dtype=torch.int64)
     check_edge_index(data.edge_index)
     frames.check_sequences(data)
     return data
