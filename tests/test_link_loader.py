@@ -264,12 +264,8 @@ def test_bad_arguments():
                            device="cpu")
     with pytest.raises(ValueError, match="time_attr"):
         LinkNeighborLoader(data, [2], edge_label_time=torch.ones(120), device="cpu")
-    for name, value in (("disjoint", True), ("time_attr", "time")):
-        kwargs = {name: value}
-        if name == "time_attr":
-            kwargs["edge_label_time"] = torch.ones(120)
-        with pytest.raises(NotImplementedError, match=name if name == "disjoint" else "edge_label_time"):
-            LinkNeighborLoader(data, [2], device="cpu", **kwargs)
+    with pytest.raises(NotImplementedError, match="edge_label_time"):
+        LinkNeighborLoader(data, [2], device="cpu", time_attr="time", edge_label_time=torch.ones(120))
     with pytest.raises(NotImplementedError, match="super_batch"):
         LinkNeighborLoader(data, [2], super_batch=2, device="cpu")
     with pytest.raises(ValueError, match="batch_size"):
@@ -286,3 +282,33 @@ def test_len_drop_last_and_call():
     with pytest.raises(ValueError, match="index"):
         loader([120])
     assert math.ceil(120 / 50) == len(LinkNeighborLoader(data, [2], batch_size=50, device="cpu"))
+
+
+@pytest.mark.parametrize("mode", [None, "binary", "triplet"])
+def test_disjoint_link_batches_in_pyg_layout(device, mode):
+    """disjoint: every endpoint its own subgraph, the endpoints first in
+    PyG's order, label indices arange (triplet negatives k -> k % P), each
+    node's batch its positive's slot; every edge within one slot."""
+    data = link_data()
+    neg = None if mode is None else NegativeSampling(mode, amount=2)
+    loader = LinkNeighborLoader(data, [3, 2], batch_size=16, neg_sampling=neg, disjoint=True, shuffle=True,
+                                device=device, seed=5)
+    graph = set(map(tuple, data.edge_index.t().tolist()))
+    for batch in loader:
+        n_id, slot, p = batch.n_id.cpu(), batch.batch.cpu(), batch.input_id.numel()
+        src, dst = loader.edge_label_index[:, batch.input_id].cpu()
+        seeds = 2 * p + (2 * 2 * p if mode == "binary" else 2 * p if mode == "triplet" else 0)
+        assert seeds == batch.num_sampled_nodes[0]
+        assert torch.equal(slot[:seeds], torch.arange(seeds) % p)
+        row, col = batch.edge_index.cpu()
+        assert torch.equal(slot[row], slot[col])
+        assert all((int(a), int(b)) in graph for a, b in zip(n_id[row], n_id[col]))
+        if mode == "triplet":
+            assert torch.equal(batch.src_index.cpu(), torch.arange(p))
+            assert torch.equal(n_id[batch.src_index.cpu()], src) and torch.equal(n_id[batch.dst_pos_index.cpu()], dst)
+            neg_index = batch.dst_neg_index.cpu()
+            assert neg_index.shape == (p, 2) and torch.equal(slot[neg_index], torch.arange(p)[:, None].expand(p, 2))
+        else:
+            index = batch.edge_label_index.cpu()
+            assert torch.equal(index.reshape(-1), torch.arange(index.numel()))
+            assert torch.equal(n_id[index[0, :p]], src) and torch.equal(n_id[index[1, :p]], dst)

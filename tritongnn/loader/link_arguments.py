@@ -10,13 +10,13 @@ from ..kernels._launch import check_ids_in_range
 from .arguments import index_tensor
 
 # PyG's link arguments not built yet, with the value that means "not used"
-_NOT_YET = {"disjoint": False, "edge_label_time": None, "time_attr": None}
+_NOT_YET = {"edge_label_time": None, "time_attr": None}
 
 
 def check_link_kwargs(**kwargs) -> None:
     """PyG's pairing rule of ``edge_label_time`` and ``time_attr`` (a
     ValueError, as PyG's), then NotImplementedError naming each of
-    ``disjoint``, ``edge_label_time``, ``time_attr`` set."""
+    ``edge_label_time``, ``time_attr`` set."""
     if (kwargs.get("edge_label_time") is not None) != (kwargs.get("time_attr") is not None):
         raise ValueError("LinkNeighborLoader: edge_label_time and time_attr must be given together "
                          "(both set for temporal sampling, or neither)")

@@ -44,9 +44,13 @@ class LinkSchedule(Schedule):
             start = self.times.mark()
             endpoints = self.links.endpoints(self.src.index_select(0, input_id),
                                              self.dst.index_select(0, input_id), self.generator)
-            out, local = self.sampler.sample_endpoints(endpoints, self.generator, validate=False)
+            if self.sampler.disjoint:  # every endpoint its own subgraph, seeds first in order (PyG's)
+                out, local = self.sampler.sample(endpoints, self.generator, validate=False), None
+                out.batch = out.batch % input_id.numel()  # (a positive's and its negatives' slots, as PyG)
+            else:
+                out, local = self.sampler.sample_endpoints(endpoints, self.generator, validate=False)
             label = None if self.edge_label is None else self.edge_label.index_select(0, input_id)
-            out.metadata = self.links.labels(input_id, local, label)
+            out.metadata = self.links.labels(input_id, local, label, endpoints.numel())
             yield input_id, out, start, self.times.mark(), 1.0
 
 
@@ -71,8 +75,11 @@ class LinkNeighborLoader(NeighborLoader):
         neg_sampling_ratio: PyG's older spelling of ``"binary"`` negatives.
         batch_size: supervision edges per batch; ``shuffle``, ``drop_last``:
             over them.
-        edge_label_time, time_attr, disjoint: not supported yet
-            (NotImplementedError naming them).
+        disjoint: every endpoint (both ends of each edge, each negative) its
+            own subgraph, PyG's layout: the endpoints first in order,
+            ``batch`` their positive's slot, label indices ``arange``.
+        edge_label_time, time_attr: not supported yet (NotImplementedError
+            naming them).
         **kwargs: ``NeighborLoader``'s settings for memory and speed
             (``device``, ``placement``, ``cache_budget``, ``dynamic_cache``,
             ``warm_budget``, ``reuse``, ``reorder_group``, ``feature_dtype``,
@@ -92,7 +99,7 @@ class LinkNeighborLoader(NeighborLoader):
                  temporal_strategy: str = "uniform", neg_sampling=None, neg_sampling_ratio=None,
                  time_attr=None, weight_attr=None, transform=None, *, batch_size: int = 1,
                  shuffle: bool = False, drop_last: bool = False, super_batch: int = 1, **kwargs):
-        check_link_kwargs(edge_label_time=edge_label_time, time_attr=time_attr, disjoint=disjoint)
+        check_link_kwargs(edge_label_time=edge_label_time, time_attr=time_attr)
         if super_batch != 1:
             raise NotImplementedError(f"tritongnn.LinkNeighborLoader does not support super_batch={super_batch!r} "
                                       f"yet (link batches are sampled one at a time)")
@@ -104,7 +111,7 @@ class LinkNeighborLoader(NeighborLoader):
         # edges' ends, in batches of the endpoints a batch brings
         ends = label_index.reshape(-1).unique() if label_index.numel() else None
         check_positive_int("batch_size", batch_size)  # (before it sizes the tiers' batches)
-        super().__init__(data, num_neighbors, ends, replace=replace, subgraph_type=subgraph_type,
+        super().__init__(data, num_neighbors, ends, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
                          temporal_strategy=temporal_strategy, weight_attr=weight_attr, transform=transform,
                          batch_size=max(1, int(batch_size * endpoints_per_edge(neg_sampling))), shuffle=shuffle,
                          drop_last=drop_last, **kwargs)

@@ -180,11 +180,20 @@ class LinkBatches:
     def _draw(self, count: int, cdf) -> torch.Tensor:
         return draw_nodes(count, self.num_nodes, cdf, self.generator, self.device)
 
-    def labels(self, input_id: torch.Tensor, local: torch.Tensor, edge_label: torch.Tensor | None) -> LinkLabels:
+    def labels(self, input_id: torch.Tensor, local: torch.Tensor | None, edge_label: torch.Tensor | None,
+               num_endpoints: int) -> LinkLabels:
         """The ``LinkLabels`` of a batch from its endpoints' ``local`` ids
-        (``NeighborSampler.sample_endpoints``) and its positives' labels
-        (``edge_label[input_id]``, or None)."""
+        (``NeighborSampler.sample_endpoints``; None where sampling is
+        disjoint: each of the ``num_endpoints`` is its own seed, in order)
+        and its positives' labels (``edge_label[input_id]``, or None)."""
         num_pos = input_id.numel()
+        if local is None:
+            local = torch.arange(num_endpoints, device=self.device)
+            if self.triplet:  # PyG's: negative k is triplet k % P's (its subgraph slot)
+                negatives = local[2 * num_pos:].view(-1, num_pos).t()
+                return LinkLabels(input_id=input_id, triplet=True, src_index=local[:num_pos],
+                                  dst_pos_index=local[num_pos:2 * num_pos],
+                                  dst_neg_index=negatives.reshape(num_pos, -1).squeeze(-1))
         if self.triplet:
             return LinkLabels(input_id=input_id, triplet=True, src_index=local[:num_pos],
                               dst_pos_index=local[num_pos:2 * num_pos],

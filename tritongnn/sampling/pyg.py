@@ -71,8 +71,12 @@ class PyGSampler(BaseSampler):
         links = links[1]
         src = index.row.to(self.device, torch.int64)
         endpoints = links.endpoints(src, index.col.to(self.device, torch.int64), self.generator)
-        out, local = self.sampler.sample_endpoints(endpoints, self.generator)
+        if self.sampler.disjoint:  # each endpoint its own subgraph (PyG's edge_sample)
+            out, local = self.sampler.sample(endpoints, self.generator), None
+            out.batch = out.batch % src.numel()
+        else:
+            out, local = self.sampler.sample_endpoints(endpoints, self.generator)
         label = None if index.label is None else index.label.to(self.device)
         input_id = index.input_id if index.input_id is not None else torch.arange(src.numel())
-        out.metadata = links.labels(input_id.to(self.device), local, label).as_metadata()
+        out.metadata = links.labels(input_id.to(self.device), local, label, endpoints.numel()).as_metadata()
         return out
