@@ -106,20 +106,24 @@ def disjoint_output(seeds: torch.Tensor, hops, sizes: list[int], device, return_
     return out
 
 
-def sample_disjoint(sampler, seeds: torch.Tensor, rng, generator) -> SamplerOutput:
+def sample_disjoint(sampler, seeds: torch.Tensor, rng, generator, seed_time=None) -> SamplerOutput:
     """``NeighborSampler.sample`` of a disjoint sampler: its seeds as B
     sub-batches of one (one, empty, for no seed), replayed from a CUDA graph
-    per B where one is captured (``CapturedHops``), else run eagerly."""
+    per B where one is captured (``CapturedHops``), else run eagerly. A
+    temporal batch (``seed_time``, the seeds' times) runs eagerly: a
+    captured graph takes no times as inputs."""
     num_seeds = seeds.numel()
     num_slots = max(num_seeds, 1)
-    captured = sampler._replayable(num_seeds, num_slots) if sampler.cuda_graph and num_seeds else None
+    captured = sampler._replayable(num_seeds, num_slots) \
+        if sampler.cuda_graph and num_seeds and seed_time is None else None
     if captured is not None:
         hops, sizes = captured.replay(seeds, rng, torch.arange(num_slots + 1))
     else:
         batch_ptr = torch.arange(num_slots + 1, device=sampler.device).clamp_(max=num_seeds)
         seeds_batch = torch.arange(num_seeds, device=sampler.device)
         id_map = sampler._map_for(disjoint_capacity(sampler._node_bound(1), num_seeds), num_slots)
-        hops = sampler._hops(seeds, sampler._rng_on_device(rng), generator, id_map, seeds_batch, batch_ptr)
+        hops = sampler._hops(seeds, sampler._rng_on_device(rng), generator, id_map, seeds_batch, batch_ptr,
+                             seed_time=seed_time)
         sizes = hop_sizes(hops) if hops else None
     sizes = host_list(sizes) if hops else []  # the one sync of the batch
     return disjoint_output(seeds, hops, sizes, sampler.device, sampler.return_eid, sampler._edge_perm,

@@ -50,6 +50,7 @@ from .captured import CapturedHops, PackedBatch, hop_sizes
 from .disjoint import check_disjoint, disjoint_method, sample_disjoint, seed_slots
 from .outputs import batch_output
 from .subgraph import check_subgraph_type, to_subgraph
+from .temporal import batch_seed_times, check_times, hop_times
 from .super_batch import SuperBatches
 
 # Both limits are per sub-batch: a super-batch of K has K times each.
@@ -109,6 +110,11 @@ class NeighborSampler(SuperBatches):
             ``packed_batch``).
         disjoint: PyG's: each seed its own subgraph, ``batch`` its seed
             slot (``sampling.disjoint``); not with ``"induced"``, as PyG.
+        node_time, edge_time: PyG's ``time_attr`` (``sampling.temporal``):
+            ``[N]`` time of each node by id, or ``[E]`` of each CSC position,
+            on ``device``; rows sorted by time. Temporal sampling is
+            disjoint, as PyG 2.8 makes it (``disjoint`` forced on).
+        temporal_strategy: ``"uniform"`` or ``"last"`` (PyG's).
 
     Example:
         >>> sampler = NeighborSampler(graph.to("cuda"), [15, 10, 5], device="cuda")
@@ -122,10 +128,13 @@ class NeighborSampler(SuperBatches):
                  hot_indptr: torch.Tensor | None = None, hot_indices: torch.Tensor | None = None,
                  method: str = "auto", d_max: int = 64, adjacency_hit_rate: float | None = None,
                  edge_weight: torch.Tensor | None = None, subgraph_type: str = "directional",
-                 hot_edge_perm: torch.Tensor | None = None, disjoint: bool = False):
+                 hot_edge_perm: torch.Tensor | None = None, disjoint: bool = False,
+                 node_time: torch.Tensor | None = None, edge_time: torch.Tensor | None = None,
+                 temporal_strategy: str = "uniform"):
         check_method(method, d_max)
         self.subgraph_type = check_subgraph_type(subgraph_type)
-        self.disjoint = check_disjoint(disjoint, self.subgraph_type)
+        self._times = check_times(node_time, edge_time, temporal_strategy, graph, device)
+        self.disjoint = check_disjoint(disjoint or self.temporal, self.subgraph_type)
         adjacency_hit_rate = check_hit_rate(adjacency_hit_rate)
         self.graph = graph
         self.num_neighbors = check_num_neighbors(num_neighbors)
@@ -158,6 +167,11 @@ class NeighborSampler(SuperBatches):
         if self._tiers and adjacency_hit_rate is not None:  # every hop's visit order, from the expected misses
             self._kernel["sort_frontier"] = visits_in_node_order(
                 method, graph.indptr, graph.indices, self.device, **self._tiers, uva_reads=1 - adjacency_hit_rate)
+
+    @property
+    def temporal(self) -> bool:
+        """Whether neighbours are sampled by time (``node_time``/``edge_time``)."""
+        return bool(self._times)
 
     def _node_bound(self, batch_size: int) -> int:
         # Keys the id map is first sized for: seeds, then each hop multiplies,
@@ -238,7 +252,8 @@ class NeighborSampler(SuperBatches):
             self._id_map = self._new_id_map(capacity, num_batches)
         return self._id_map
 
-    def _hops(self, seeds, rng, generator, id_map, seeds_batch=None, batch_ptr=None, frontier=None):
+    def _hops(self, seeds, rng, generator, id_map, seeds_batch=None, batch_ptr=None, frontier=None,
+              seed_time=None):
         """The device part of a (super-)batch: every hop sampled and mapped.
         Syncs only where a frontier is trimmed (see the module docstring).
         With ``seeds_batch``/``batch_ptr`` (K + 1 entries) the K sub-batches
@@ -246,7 +261,9 @@ class NeighborSampler(SuperBatches):
         ``[L, 1]``; ``frontier_batch`` is then each frontier node's seed
         slot: ``sampling.disjoint``). With ``frontier`` (``(nodes, local,
         count)`` already in ``id_map``: one batch's deduplicated seeds,
-        ``sample_endpoints``) the map is not started again."""
+        ``sample_endpoints``) the map is not started again. ``seed_time``
+        (``[B]``, temporal, disjoint): each frontier slot's window is its
+        seed's, ``seed_time[frontier_batch]`` (``sampling.temporal``)."""
         if frontier is None:
             frontier_local = id_map.start(seeds, seeds_batch)
             frontier, num_frontier = seeds, torch.full((1,), seeds.numel(), dtype=torch.int64, device=self.device)
@@ -260,10 +277,11 @@ class NeighborSampler(SuperBatches):
         hops = []
         for hop, fanout in enumerate(self._fanouts):
             last = hop == len(self._fanouts) - 1
+            times = {} if seed_time is None else hop_times(seed_time, frontier_batch, self._times)
             edges = sample_neighbors(self.graph.indptr, self.graph.indices, frontier, frontier_local,
                                      num_frontier, fanout, self.replace, generator, self.return_eid,
                                      seed=None if rng is None else rng[hop], frontier_batch=frontier_batch,
-                                     batch_ptr=batch_ptr, **self._tiers, **self._kernel)
+                                     batch_ptr=batch_ptr, **self._tiers, **self._kernel, **times)
             # the last hop's new nodes are no frontier: their local ids need
             # not be stored (in the table or as new_local)
             mapped = id_map.insert(edges.src, edges.num_edges, edges.batch,
@@ -348,10 +366,12 @@ class NeighborSampler(SuperBatches):
 
     @on_device_of("self")
     def sample(self, seeds: torch.Tensor, generator: torch.Generator | None = None,
-               validate: bool = True) -> SamplerOutput:
+               validate: bool = True, seed_time: torch.Tensor | None = None) -> SamplerOutput:
         """Sample around ``seeds`` (``[B]`` int64 on ``device``, ids in range;
         checked, with one host sync, unless ``validate=False``: the loader's
-        seeds were checked once, as ``input_nodes``).
+        seeds were checked once, as ``input_nodes``). A temporal sampler
+        takes ``seed_time`` (``[B]`` on ``device``, PyG's ``input_time``),
+        else the seeds' node times (``sampling.temporal``).
 
         Returns:
             ``SamplerOutput`` with ``node`` (n_id, hop order, seeds first),
@@ -365,8 +385,12 @@ class NeighborSampler(SuperBatches):
             self._check_seeds(seeds, "seeds")
             check_ids_in_range(seeds, self.graph.num_nodes, "seeds")
         rng = self.draw_rng(generator)  # one draw per hop, so both paths agree
+        if self.temporal:
+            seed_time = batch_seed_times(self._times, seeds, seed_time)
+        elif seed_time is not None:
+            raise ValueError("seed_time is given to a sampler without node_time or edge_time (PyG's time_attr)")
         if self.disjoint:
-            return self._subgraph(sample_disjoint(self, seeds, rng, generator))
+            return self._subgraph(sample_disjoint(self, seeds, rng, generator, seed_time))
         captured = self._replayable(seeds.numel()) if self.cuda_graph and seeds.numel() else None
         if captured is not None:
             hops, sizes = captured.replay(seeds, rng)
