@@ -30,9 +30,6 @@ from .placement import PLACEMENTS
 # PyG arguments this loader does not implement yet, with the value that means
 # "not used": passing anything else raises NotImplementedError naming it.
 _UNSUPPORTED = {
-    "input_time": None,
-    "temporal_strategy": "uniform",
-    "time_attr": None,
     "transform_sampler_output": None,
     "neighbor_sampler": None,
     "collate_fn": None,
@@ -121,10 +118,13 @@ def check_kwargs(kwargs: dict) -> dict:
     """PyG's keyword arguments checked (the unsupported refused by name);
     returns the sampler's arguments they ask for: ``subgraph_type``
     (``directed=False``: PyG's deprecated ``"induced"``, with its warning)
-    and ``disjoint`` (``sampling.disjoint``; not with ``"induced"``, as PyG)."""
+    and ``disjoint`` (``sampling.disjoint``; not with ``"induced"``, as PyG;
+    forced on by ``time_attr``, as PyG 2.8's ``disjoint or is_temporal``)."""
     for name, value in kwargs.items():
         if name in ("subgraph_type", "directed", "disjoint"):
             continue  # resolve_subgraph_type's, check_disjoint's
+        if name in ("time_attr", "input_time", "temporal_strategy"):
+            continue  # loader.temporal's
         if name in _UNSUPPORTED:
             default = _UNSUPPORTED[name]
             if isinstance(value, enum.Enum):  # e.g. SubgraphType.directional, PyG's default
@@ -144,7 +144,10 @@ def check_kwargs(kwargs: dict) -> dict:
             raise TypeError(f"NeighborLoader got an unexpected keyword argument {name!r}")
     subgraph_type = resolve_subgraph_type(kwargs.get("subgraph_type", "directional"),
                                           kwargs.get("directed", True), stacklevel=4)
-    return dict(subgraph_type=subgraph_type, disjoint=check_disjoint(kwargs.get("disjoint", False), subgraph_type))
+    disjoint = check_disjoint(kwargs.get("disjoint", False), subgraph_type)
+    if kwargs.get("time_attr") is not None:
+        disjoint = check_disjoint(True, subgraph_type)
+    return dict(subgraph_type=subgraph_type, disjoint=disjoint)
 
 
 def check_data(data) -> Data:

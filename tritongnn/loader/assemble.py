@@ -30,16 +30,19 @@ class Assembler:
         host_stats: the counters of host reads, or None.
         input_ids: what ``input_id`` reports for each seed position (a bool
             mask's node ids, as PyG), or None: the positions themselves.
+        input_time: PyG's ``input_time`` on the device (``batch.seed_time``
+            at the batch's positions, as PyG sets it), or None.
     """
 
     def __init__(self, *, x, x_dtype, attrs: Attributes, cache, reuse, host_stats, num_feature: int,
                  num_adjacency: int, transform, times: StageTimes, device: torch.device,
-                 input_ids: torch.Tensor | None = None):
+                 input_ids: torch.Tensor | None = None, input_time: torch.Tensor | None = None):
         self.x, self.x_dtype, self.attrs = x, x_dtype, attrs
         self.cache, self.reuse, self.host_stats = cache, reuse, host_stats
         self.num_feature, self.num_adjacency = num_feature, num_adjacency
         self.transform, self.times, self.device = transform, times, device
         self.input_ids = input_ids
+        self.input_time = input_time  # PyG's input_time (on the device): batch.seed_time
 
     def feature_tiers(self) -> dict:
         """``gather_rows``'s static tiers of ``x``: the cache's, else none
@@ -144,6 +147,8 @@ class Assembler:
         else:
             batch.input_id = input_id if self.input_ids is None else self.input_ids.index_select(0, input_id)
             batch.batch_size = input_id.numel()
+            if self.input_time is not None:  # PyG's data.seed_time, set only where input_time is given
+                batch.seed_time = self.input_time[input_id]
         batch.num_sampled_nodes = out.num_sampled_nodes
         batch.num_sampled_edges = out.num_sampled_edges
         if out.batch is not None:  # a disjoint batch: each node's seed slot (PyG's ``data.batch = out.batch``)

@@ -39,7 +39,7 @@ from ..kernels._launch import new_stream
 from ..memory import check_reserve
 from ..sampling.arguments import check_num_neighbors
 from ..sampling.sampler import NeighborSampler
-from . import arguments
+from . import arguments, temporal
 from .assemble import Assembler
 from .call import OnePass, batch_of
 from .pipeline import Prefetcher
@@ -63,7 +63,7 @@ class NeighborLoader:
         input_nodes: seed ids (a tensor, list, tuple or range), a bool mask, or None
             for every node. Batches' ``input_id`` are as PyG's: a mask's node
             ids, else the seeds' positions in ``input_nodes``.
-        input_time: not supported yet (must be None).
+        input_time: PyG's: the seeds' times, with ``time_attr`` (``loader.temporal``).
         replace: sample with replacement.
         batch_size: seeds per batch.
         shuffle: reshuffle the seeds every epoch.
@@ -194,18 +194,10 @@ class NeighborLoader:
             With the adjacency in GPU memory, what a pass saves is each batch's
             fixed host cost, not GPU work (the id map's and the sampling
             kernel's work is per sampled neighbour): it pays where a batch's GPU
-            work is small next to that cost. Measured on an H200, the sampler
-            alone, ``super_batch=8`` against 1 (``bench/results/README.md``):
-            cnr2000 in GPU memory 1.29-2.03x; a 5x10^7-node graph through UVA
-            1.43-1.48x, with the adjacency cache holding a quarter or half of
-            its edges 1.38-1.71x (three quarters 1.26-1.28x, 90 % 1.14-1.27x),
-            in GPU memory 1.03-1.51x at batch 8000 (both samplers built with
-            ``cuda_graph=False``: 2.2-3.4x) and 1.24-1.79x at batches of
-            1024-4000 (``super_batch=2`` on that graph in GPU memory: 0.97-1.06x
-            at batches of 1024 and 8000). Peak sampler memory grows about K-fold
-            (0.96 GB at K=1 to 8.7 GB at K=8, batch 8000, [15, 10, 5]). Each
-            batch is gathered on its own. Past 1 the loader does not replay
-            batches ahead of the loop (``tritongnn.loader.replay``, its default
+            work is small next to that cost (H200, the sampler alone,
+            ``super_batch=8`` against 1: 1.03-2.03x, ``bench/results/README.md``;
+            peak sampler memory grows about K-fold). Each batch is gathered
+            alone. Past 1 the loader does not replay batches ahead of the loop (``tritongnn.loader.replay``, its default
             where no row crosses PCIe): each super-batch is one ``sample_many``
             call (on the producer thread, with ``prefetch``). Where K x
             num_nodes id-map words pass the direct table's 4 GiB, fewer go in
@@ -230,7 +222,8 @@ class NeighborLoader:
         **kwargs: ``weight_attr`` (PyG's): the name of an edge attribute of ``data``
             of finite, non-negative float edge weights: neighbours are drawn in proportion to weight
             (``tritongnn.kernels.sample_weighted``); ``disjoint`` (PyG's): each seed samples its own subgraph,
-            ``batch.batch`` its seed slot (``tritongnn.sampling.disjoint``); other PyG/DataLoader arguments:
+            ``batch.batch`` its seed slot (``tritongnn.sampling.disjoint``); ``time_attr``, ``temporal_strategy``
+            (PyG's, disjoint: no neighbour later than its seed, ``tritongnn.sampling.temporal``); other PyG arguments:
             worker settings warn that they have no effect; features not supported yet raise ``NotImplementedError``.
 
     Example:
@@ -265,7 +258,8 @@ class NeighborLoader:
         self.memory_reserve = check_reserve(memory_reserve)
         self.num_neighbors = check_num_neighbors(num_neighbors)
         num_edges, feature_bytes = arguments.num_edges(data), arguments.feature_bytes(data.x, feature_dtype)
-        keep_edge_perm = arguments.keeps_edge_perm(data.edge_index)  # e_id's map, where positions are not ids
+        # e_id's map, where positions are not ids (a time-sorted graph's never are)
+        keep_edge_perm = kwargs.get("time_attr") is not None or arguments.keeps_edge_perm(data.edge_index)
         chosen = choose_placement(
             placement, self.device, csc_bytes(data.num_nodes, num_edges, keep_edge_perm),
             feature_bytes, arguments.attribute_bytes(data),
@@ -285,6 +279,9 @@ class NeighborLoader:
         self.super_batch = super_batch
         self.transform, self.placement, self.prefetch = transform, placement, prefetch
         self.rank, self.world_size = resolve_ranks(rank, world_size)
+        self.temporal = temporal.loader_temporal(data, kwargs, input_time, self.input_nodes.numel(), num_edges,
+                                                 self.world_size, build_dir, self.device)  # time_attr, as PyG's
+        edges, time_ids = temporal.time_sorted(data.edge_index, self.temporal)  # rows sorted by time
         self.epoch = 0
         self.open_pass = OnePass()
         self._streams = None  # the producer's (sampling, gather, staging) streams: made once, one pass at a time
@@ -307,7 +304,7 @@ class NeighborLoader:
                               batch_size=batch_size, memory_reserve=self.memory_reserve,
                               warm_budget=warm_budget or 0, prefetch=prefetch, build_dir=build_dir)
         self.graph, self.x, self.cache = builder.build(
-            data.edge_index, num_nodes, features, feature_dtype, keep_edge_perm=keep_edge_perm,
+            edges, num_nodes, features, feature_dtype, keep_edge_perm=keep_edge_perm,
             share_host_memory=share_host_memory, cache_budget=cache_budget, replace=replace,
             cache_profile=cache_profile, profile_epochs=profile_epochs, cache_policy=cache_policy,
             dynamic=dynamic)
@@ -320,7 +317,9 @@ class NeighborLoader:
         self.sampler = NeighborSampler(self.graph, self.num_neighbors, replace, self.device,
                                        return_eid=True, method=sample_kernel, **sampling,
                                        edge_weight=arguments.csc_edge_weight(weight, self.graph, self.device),
-                                       **(self.cache.adjacency_tiers if self.cache else {}))
+                                       **(self.cache.adjacency_tiers if self.cache else {}),
+                                       **temporal.temporal_sampling(self.temporal, time_ids, self.graph, self.cache,
+                                                                    self.device))
         self.stats_history: list[dict] = []
         self.times = StageTimes(self.device)
         # the cached prefixes: features and lists of internal ids below these are on the GPU
@@ -345,12 +344,14 @@ class NeighborLoader:
         self.assembler = Assembler(x=self.x, x_dtype=None if features is None else features.dtype, attrs=attrs,
                                    cache=self.cache, reuse=self.reuse, host_stats=self.host_stats,
                                    num_feature=num_feature, num_adjacency=num_adjacency, transform=transform,
-                                   times=self.times, device=self.device, input_ids=input_ids)
+                                   times=self.times, device=self.device, input_ids=input_ids,
+                                   input_time=getattr(self.temporal, "input_time", None))
         # cache_budget and memory_reserve "auto": the feature cache grows into what the first pass leaves
         self.growth = CacheGrowth(self.cache, self.device, eligible=cache_budget == "auto" and self.reuse is None
                                   and self.memory_reserve == "auto" and self.reorder is None)
         self.schedule = Schedule(sampler=self.sampler, seeds=self.seeds, generator=self.generator,
-                                 super_batch=super_batch, reorder=self.reorder, assembler=self.assembler)
+                                 super_batch=super_batch, reorder=self.reorder, assembler=self.assembler,
+                                 input_time=getattr(self.temporal, "input_time", None))
         if self.device.type == "cuda":
             # The set-up (cache, tables, converted features) ran on the stream
             # current here; a pass may run under another, and its producer

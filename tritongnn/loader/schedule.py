@@ -56,11 +56,15 @@ class Schedule:
             ids (internal ids with a cache), indexed by the input ids.
         assembler: turns each sampled batch into ``Data``.
         reorder: a ``MatchReorder``, or None.
+        input_time: PyG's ``input_time`` on the device, indexed by the
+            input ids (each batch's ``seed_time``), or None: a temporal
+            sampler's seeds then take their node times.
     """
 
     def __init__(self, *, sampler, seeds: torch.Tensor, generator: torch.Generator, super_batch: int,
-                 reorder, assembler: Assembler):
+                 reorder, assembler: Assembler, input_time: torch.Tensor | None = None):
         self.sampler, self.seeds, self.generator = sampler, seeds, generator
+        self.input_time = input_time  # PyG's, on the device: a temporal batch's seed times
         self.super_batch, self.reorder, self.assembler = super_batch, reorder, assembler
         self.reuse, self.times = assembler.reuse, assembler.times
 
@@ -114,7 +118,9 @@ class Schedule:
             start = self.times.mark()
             if len(group) == 1:
                 # (validate=False: the seeds were checked once, as input_nodes)
-                outs = [self.sampler.sample(self.seeds[group[0]], self.generator, validate=False)]
+                seed_time = None if self.input_time is None else self.input_time[group[0]]  # else node times
+                outs = [self.sampler.sample(self.seeds[group[0]], self.generator, validate=False,
+                                            seed_time=seed_time)]
             else:
                 outs = self.sampler.sample_many([self.seeds[input_id] for input_id in group], self.generator,
                                                 validate=False)

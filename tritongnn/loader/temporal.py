@@ -143,3 +143,46 @@ def seed_times(args: TemporalArgs, positions: torch.Tensor, seeds: torch.Tensor)
     if args.input_time is not None:
         return args.input_time.to(positions.device)[positions]
     return args.node_time.to(seeds.device)[seeds]
+
+
+def loader_temporal(data, kwargs: dict, input_time, num_seeds: int, num_edges: int, world_size: int,
+                    build_dir, device) -> TemporalArgs | None:
+    """``NeighborLoader``'s temporal arguments (``time_attr`` and
+    ``temporal_strategy`` in ``kwargs``) checked (``check_temporal``), None
+    where it is not temporal; ``input_time`` on ``device``. The time-sorted build composes the graph's
+    edge ids in place (``temporal_sampling``): not with several ranks
+    (their shared host copy) nor ``build_dir`` (a saved graph), refused."""
+    args = check_temporal(data, kwargs.get("time_attr"), input_time, kwargs.get("temporal_strategy", "uniform"),
+                          kwargs.get("weight_attr"), num_seeds, num_edges)
+    if args is not None and (world_size > 1 or build_dir is not None):
+        raise NotImplementedError(f"time_attr={args.time_attr!r} with world_size={world_size} / build_dir="
+                                  f"{build_dir!r}: temporal sampling builds its graph in one process, unsaved")
+    if args is not None and args.input_time is not None:
+        args.input_time = args.input_time.to(device)
+    return args
+
+
+def time_sorted(edge_index: torch.Tensor, args: TemporalArgs | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(edges, order)``: what the CSC graph is built from, ``edge_index``
+    itself where not temporal, else its edges in time order
+    (``time_order``, ``order``: the edge id of each), so every row is
+    sorted by time (the relabel of the cache keeps each row's order)."""
+    if args is None:
+        return edge_index, None
+    order = time_order(edge_index, args)
+    return edge_index[:, order.to(edge_index.device)], order
+
+
+def temporal_sampling(args: TemporalArgs | None, order: torch.Tensor | None, graph, cache, device) -> dict:
+    """``NeighborSampler``'s temporal keyword arguments (``{}`` where not
+    temporal), after the graph built from ``time_sorted``'s edges has its
+    edge ids composed with ``order``, in place (``graph.edge_perm`` and the
+    cache's GPU copy of its first entries): ``e_id`` and edge attributes
+    stay the user's edge ids."""
+    if args is None:
+        return {}
+    for perm in (graph.edge_perm, None if cache is None else cache.hot_edge_perm):
+        if perm is not None:
+            perm.copy_(order.to(perm.device)[perm.to(torch.int64)])
+    times = sampler_times(args, None if cache is None else cache.order, graph.edge_perm, device)
+    return dict(times, temporal_strategy=args.strategy)
