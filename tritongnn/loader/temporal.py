@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..kernels.sample_temporal import STRATEGIES, TIME_DTYPES
+from ..sampling.temporal import sampler_times, time_order
 from .arguments import named_attribute
 
 
@@ -108,32 +109,6 @@ def check_input_time(input_time, dtype: torch.dtype, num_seeds: int) -> torch.Te
         raise ValueError(f"input_time must have shape [{num_seeds}] (one time per seed of input_nodes), got "
                          f"{tuple(times.shape)}")
     return times.to(dtype)
-
-
-def time_order(edge_index: torch.Tensor, args: TemporalArgs) -> torch.Tensor:
-    """``[E]`` int64 edge permutation that sorts ``edge_index`` by time
-    (the source's node time, or the edge's), stably: built from
-    ``edge_index[:, perm]`` by a stable sort by target, each CSC row is
-    sorted by time with ties in edge order, PyG's ``lexsort([time, col])``
-    (``sampler.utils.sort_csc``), the kernels' precondition."""
-    if args.edge_time is not None:
-        key = args.edge_time.to(edge_index.device)
-    else:
-        key = args.node_time.to(edge_index.device)[edge_index[0].to(torch.int64)]
-    return torch.argsort(key, stable=True)
-
-
-def sampler_times(args: TemporalArgs, order: torch.Tensor | None, edge_perm: torch.Tensor | None,
-                  device: torch.device) -> dict:
-    """``{"node_time": ...}`` or ``{"edge_time": ...}`` as the sampler
-    reads them on ``device``: node times by internal id (``order[new] =
-    old``, the hot-first relabelling, or None), edge times in CSC order
-    (``edge_perm``, CSC position to edge id, or None where they are one)."""
-    if args.node_time is not None:
-        time = args.node_time if order is None else args.node_time[order.to(args.node_time.device)]
-        return {"node_time": time.to(device).contiguous()}
-    time = args.edge_time if edge_perm is None else args.edge_time[edge_perm.to(args.edge_time.device)]
-    return {"edge_time": time.to(device).contiguous()}
 
 
 def seed_times(args: TemporalArgs, positions: torch.Tensor, seeds: torch.Tensor) -> torch.Tensor:

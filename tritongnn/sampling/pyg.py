@@ -9,6 +9,21 @@ from ..graph import CSCGraph
 from ..stores import as_data, is_store_pair
 from .link import LinkBatches, cast_neg_sampling
 from .sampler import NeighborSampler
+from .temporal import data_times, sampler_times, time_order
+
+
+def temporal_graph(data, time_attr, temporal_strategy: str, device) -> tuple[dict, CSCGraph]:
+    """``(times, graph)``: the sampler's temporal arguments (``{}`` without
+    ``time_attr``) and the CSC graph, built from the time-sorted edge order
+    where temporal (rows sorted by time, ``edge_perm`` the user's ids)."""
+    if time_attr is None:
+        return {}, CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True)
+    args = data_times(data, time_attr)  # seed times come with each batch (NodeSamplerInput.time)
+    order = time_order(data.edge_index, args)
+    graph = CSCGraph.from_edge_index(data.edge_index[:, order], data.num_nodes, keep_edge_perm=True)
+    graph = CSCGraph(graph.indptr, graph.indices, order[graph.edge_perm.to(torch.int64)], validate=False)
+    times = sampler_times(args, None, graph.edge_perm, device)
+    return dict(times, temporal_strategy=temporal_strategy), graph
 
 
 class PyGSampler(BaseSampler):
@@ -28,16 +43,21 @@ class PyGSampler(BaseSampler):
             ``NeighborSampler`` (a disjoint output's ``batch`` becomes the
             batch's ``batch``, as PyG's ``NodeLoader`` sets it).
         seed: seeds the sampler's random stream.
+        time_attr, temporal_strategy: PyG's (``sampling.temporal``; disjoint):
+            a node- or edge-level attribute of ``data`` holding times; each
+            batch's seed times are ``NodeSamplerInput.time`` (the loader's
+            ``input_time``), else the seeds' node times.
     """
 
     def __init__(self, data, num_neighbors, replace: bool = False, device=None, seed: int = 0,
-                 subgraph_type: str = "directional", disjoint: bool = False):
+                 subgraph_type: str = "directional", disjoint: bool = False, time_attr: str | None = None,
+                 temporal_strategy: str = "uniform"):
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if is_store_pair(data):
             data = as_data(data)
-        graph = CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True)
-        self.sampler = NeighborSampler(graph.to(device), num_neighbors, replace, device,
-                                       return_eid=True, subgraph_type=subgraph_type, disjoint=disjoint)
+        times, graph = temporal_graph(data, time_attr, temporal_strategy, device)
+        self.sampler = NeighborSampler(graph.to(device), num_neighbors, replace, device, return_eid=True,
+                                       subgraph_type=subgraph_type, disjoint=disjoint, **times)
         self.device = device
         self.generator = torch.Generator().manual_seed(seed)
         self._links = {}  # LinkBatches of each NegativeSampling asked for, by id
@@ -47,9 +67,13 @@ class PyGSampler(BaseSampler):
         return None  # ``SamplerOutput.edge`` already holds edge ids
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput:
+        seed_time = None
         if index.time is not None:
-            raise NotImplementedError("temporal sampling (input_time) is not supported yet")
-        out = self.sampler.sample(index.node.to(self.device, torch.int64), self.generator)
+            if not self.sampler.temporal:
+                raise ValueError("the batch has seed times (input_time): build PyGSampler with time_attr")
+            seed_time = index.time.to(self.device, self.sampler._times["node_time" if "node_time" in
+                                                                       self.sampler._times else "edge_time"].dtype)
+        out = self.sampler.sample(index.node.to(self.device, torch.int64), self.generator, seed_time=seed_time)
         out.metadata = (index.input_id, index.time)
         return out
 

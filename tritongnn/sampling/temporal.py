@@ -16,6 +16,9 @@ capture for them.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import torch
 
 from ..kernels._launch import on_device
@@ -73,3 +76,58 @@ def hop_times(seed_time: torch.Tensor, frontier_batch: torch.Tensor, times: dict
     else:
         slot_time = seed_time[frontier_batch.clamp(0, seed_time.numel() - 1)]
     return dict(times, seed_time=slot_time)
+
+
+@dataclass
+class TimeAttribute:
+    """A time attribute of ``data``: ``node_time`` ``[N]`` by node id or
+    ``edge_time`` ``[E]`` in ``edge_index`` order (the other None); what
+    ``time_order`` and ``sampler_times`` read (``loader.temporal.TemporalArgs``
+    has the same two fields)."""
+    node_time: torch.Tensor | None
+    edge_time: torch.Tensor | None
+
+
+def data_times(data, time_attr: str) -> TimeAttribute:
+    """``data[time_attr]`` as a node-level (PyG asks ``is_node_attr``
+    first) or else edge-level 1-D tensor of times; ValueError/TypeError
+    naming ``time_attr`` otherwise."""
+    if not isinstance(time_attr, str) or time_attr not in data.keys():
+        raise ValueError(f"time_attr={time_attr!r} is not an attribute of data (its attributes: "
+                         f"{sorted(data.keys())})")
+    value = data[time_attr]
+    time = torch.from_numpy(np.ascontiguousarray(value)) if isinstance(value, np.ndarray) else value
+    if not isinstance(time, torch.Tensor) or time.dim() != 1 or time.dtype not in TIME_DTYPES:
+        raise TypeError(f"time_attr={time_attr!r}: data.{time_attr} must be a 1-D tensor of int64, int32, "
+                        f"float32 or float64 times")
+    if data.is_node_attr(time_attr) and time.numel() == data.num_nodes:
+        return TimeAttribute(time, None)
+    if data.is_edge_attr(time_attr) and time.numel() == data.edge_index.size(1):
+        return TimeAttribute(None, time)
+    raise ValueError(f"The time attribute '{time_attr}' is neither a node-level or edge-level attribute")
+
+
+def time_order(edge_index: torch.Tensor, args) -> torch.Tensor:
+    """``[E]`` int64 edge permutation that sorts ``edge_index`` by time
+    (the source's node time, or the edge's), stably: built from
+    ``edge_index[:, perm]`` by a stable sort by target, each CSC row is
+    sorted by time with ties in edge order, PyG's ``lexsort([time, col])``
+    (``sampler.utils.sort_csc``), the kernels' precondition."""
+    if args.edge_time is not None:
+        key = args.edge_time.to(edge_index.device)
+    else:
+        key = args.node_time.to(edge_index.device)[edge_index[0].to(torch.int64)]
+    return torch.argsort(key, stable=True)
+
+
+def sampler_times(args, order: torch.Tensor | None, edge_perm: torch.Tensor | None,
+                  device: torch.device) -> dict:
+    """``{"node_time": ...}`` or ``{"edge_time": ...}`` as the sampler
+    reads them on ``device``: node times by internal id (``order[new] =
+    old``, the hot-first relabelling, or None), edge times in CSC order
+    (``edge_perm``, CSC position to edge id, or None where they are one)."""
+    if args.node_time is not None:
+        time = args.node_time if order is None else args.node_time[order.to(args.node_time.device)]
+        return {"node_time": time.to(device).contiguous()}
+    time = args.edge_time if edge_perm is None else args.edge_time[edge_perm.to(args.edge_time.device)]
+    return {"edge_time": time.to(device).contiguous()}
