@@ -29,6 +29,8 @@ samples K batches in one pass (``sampling.super_batch``).
 
 Disjoint batches (PyG's ``disjoint=True``): B sub-batches of one seed each
 through the same launches, on a hop-major id map (``sampling.disjoint``).
+Temporal sampling (PyG's ``time_attr``) is disjoint, each slot's frontier
+limited by its seed's time (``sampling.temporal``).
 
 ``NeighborSampler.sample`` returns PyG's own ``SamplerOutput``;
 ``sampling.pyg.PyGSampler`` wraps it as a ``torch_geometric.sampler.BaseSampler``
