@@ -86,7 +86,7 @@ def test_time_order_sorts_rows_as_pyg():
 
     from tritongnn import CSCGraph
     from tritongnn.kernels.sample_temporal import rows_sorted_by_time
-    from tritongnn.loader.temporal import sampler_times, seed_times, time_order
+    from tritongnn.loader.temporal import sampler_times, time_order
 
     g = torch.Generator().manual_seed(0)
     edge_index = torch.randint(0, 9, (2, 60), generator=g)
@@ -102,7 +102,3 @@ def test_time_order_sorts_rows_as_pyg():
         assert torch.equal(eid, expect)
         times = sampler_times(args, None, eid, torch.device("cpu"))
         assert rows_sorted_by_time(graph.indptr, graph.indices, **times)
-    node = check(Data(edge_index=edge_index, num_nodes=9, t=torch.arange(9) * 2), "t")
-    assert seed_times(node, torch.tensor([0, 1]), torch.tensor([4, 2])).tolist() == [8, 4]
-    given = check(Data(edge_index=edge_index, num_nodes=9, t=torch.arange(9)), "t", input_time=[5, 6, 7, 8])
-    assert seed_times(given, torch.tensor([3, 0]), torch.tensor([4, 2])).tolist() == [8, 5]

@@ -111,15 +111,6 @@ def check_input_time(input_time, dtype: torch.dtype, num_seeds: int) -> torch.Te
     return times.to(dtype)
 
 
-def seed_times(args: TemporalArgs, positions: torch.Tensor, seeds: torch.Tensor) -> torch.Tensor:
-    """The times of a batch's seeds, PyG's ``NodeSamplerInput.time``:
-    ``input_time`` at their positions in ``input_nodes``, else their own
-    node times (``seeds`` in the user's ids)."""
-    if args.input_time is not None:
-        return args.input_time.to(positions.device)[positions]
-    return args.node_time.to(seeds.device)[seeds]
-
-
 def loader_temporal(data, kwargs: dict, input_time, num_seeds: int, num_edges: int, world_size: int,
                     build_dir, device) -> TemporalArgs | None:
     """``NeighborLoader``'s temporal arguments (``time_attr`` and
