@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from ..kernels.sample_temporal import STRATEGIES, TIME_DTYPES
 from ..sampling.temporal import sampler_times, time_order
-from .arguments import named_attribute
+from .arguments import as_tensor, index_tensor, named_attribute
 
 
 @dataclass
@@ -43,14 +42,6 @@ class TemporalArgs:
     @property
     def time(self) -> torch.Tensor:
         return self.node_time if self.node_time is not None else self.edge_time
-
-
-def _as_tensor(value):
-    if isinstance(value, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(value))
-    if isinstance(value, (list, tuple, range)):
-        return torch.tensor(list(value)) if len(value) else torch.empty(0, dtype=torch.int64)
-    return value
 
 
 def check_temporal(data, time_attr, input_time, temporal_strategy, weight_attr, num_seeds: int,
@@ -74,7 +65,7 @@ def check_temporal(data, time_attr, input_time, temporal_strategy, weight_attr, 
     if not node_level and not data.is_edge_attr(time_attr):
         raise ValueError(f"The time attribute '{time_attr}' is neither a node-level or edge-level attribute "
                          f"(shape {tuple(value.shape)}; {data.num_nodes} nodes, {num_edges} edges)")
-    time = _as_tensor(value)
+    time = as_tensor(value, f"data.{time_attr}")
     expected = data.num_nodes if node_level else num_edges
     if time.dim() != 1 or time.numel() != expected:
         level = "node" if node_level else "edge"
@@ -97,8 +88,8 @@ def check_input_time(input_time, dtype: torch.dtype, num_seeds: int) -> torch.Te
     (the time attribute's): integers, or floats where ``dtype`` is
     floating. A new tensor where it is converted; the user's is never
     written."""
-    times = _as_tensor(input_time)
-    if not isinstance(times, torch.Tensor):
+    times = index_tensor(input_time, "input_time")
+    if times is None:
         raise TypeError(f"input_time must be a tensor, numpy array or list of times, got "
                         f"{type(input_time).__name__}")
     if times.dtype == torch.bool or times.dtype.is_complex or \
