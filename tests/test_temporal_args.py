@@ -86,7 +86,7 @@ def test_time_order_sorts_rows_as_pyg():
 
     from tritongnn import CSCGraph
     from tritongnn.kernels.sample_temporal import rows_sorted_by_time
-    from tritongnn.loader.temporal import sampler_times, time_order
+    from tritongnn.sampling.temporal import sampler_times, time_order
 
     g = torch.Generator().manual_seed(0)
     edge_index = torch.randint(0, 9, (2, 60), generator=g)

@@ -39,6 +39,7 @@ from ..kernels._launch import new_stream
 from ..memory import check_reserve
 from ..sampling.arguments import check_num_neighbors
 from ..sampling.sampler import NeighborSampler
+from ..sampling.temporal import time_sorted
 from . import arguments, temporal
 from .assemble import Assembler
 from .call import OnePass, batch_of
@@ -281,7 +282,7 @@ class NeighborLoader:
         self.rank, self.world_size = resolve_ranks(rank, world_size)
         self.temporal = temporal.loader_temporal(data, kwargs, input_time, self.input_nodes.numel(), num_edges,
                                                  self.world_size, build_dir, self.device)  # time_attr, as PyG's
-        edges, time_ids = temporal.time_sorted(data.edge_index, self.temporal)  # rows sorted by time
+        edges, time_ids = time_sorted(data.edge_index, self.temporal)  # rows sorted by time
         self.epoch = 0
         self.open_pass = OnePass()
         self._streams = None  # the producer's (sampling, gather, staging) streams: made once, one pass at a time

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from ..kernels.sample_temporal import STRATEGIES, TIME_DTYPES
-from ..sampling.temporal import sampler_times, time_order
+from ..sampling.temporal import sampler_times
 from .arguments import as_tensor, index_tensor, named_attribute
 
 
@@ -119,20 +119,9 @@ def loader_temporal(data, kwargs: dict, input_time, num_seeds: int, num_edges: i
     return args
 
 
-def time_sorted(edge_index: torch.Tensor, args: TemporalArgs | None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``(edges, order)``: what the CSC graph is built from, ``edge_index``
-    itself where not temporal, else its edges in time order
-    (``time_order``, ``order``: the edge id of each), so every row is
-    sorted by time (the relabel of the cache keeps each row's order)."""
-    if args is None:
-        return edge_index, None
-    order = time_order(edge_index, args)
-    return edge_index[:, order.to(edge_index.device)], order
-
-
 def temporal_sampling(args: TemporalArgs | None, order: torch.Tensor | None, graph, cache, device) -> dict:
     """``NeighborSampler``'s temporal keyword arguments (``{}`` where not
-    temporal), after the graph built from ``time_sorted``'s edges has its
+    temporal), after the graph built from ``sampling.temporal.time_sorted``'s edges has its
     edge ids composed with ``order``, in place (``graph.edge_perm`` and the
     cache's GPU copy of its first entries): ``e_id`` and edge attributes
     stay the user's edge ids."""

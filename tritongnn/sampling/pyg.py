@@ -9,7 +9,7 @@ from ..graph import CSCGraph
 from ..stores import as_data, is_store_pair
 from .link import LinkBatches, cast_neg_sampling
 from .sampler import NeighborSampler
-from .temporal import data_times, sampler_times, time_order
+from .temporal import data_times, sampler_times, time_sorted
 
 
 def temporal_graph(data, time_attr, temporal_strategy: str, device) -> tuple[dict, CSCGraph]:
@@ -19,8 +19,8 @@ def temporal_graph(data, time_attr, temporal_strategy: str, device) -> tuple[dic
     if time_attr is None:
         return {}, CSCGraph.from_edge_index(data.edge_index, data.num_nodes, keep_edge_perm=True)
     args = data_times(data, time_attr)  # seed times come with each batch (NodeSamplerInput.time)
-    order = time_order(data.edge_index, args)
-    graph = CSCGraph.from_edge_index(data.edge_index[:, order], data.num_nodes, keep_edge_perm=True)
+    edges, order = time_sorted(data.edge_index, args)
+    graph = CSCGraph.from_edge_index(edges, data.num_nodes, keep_edge_perm=True)
     graph = CSCGraph(graph.indptr, graph.indices, order[graph.edge_perm.to(torch.int64)], validate=False)
     times = sampler_times(args, None, graph.edge_perm, device)
     return dict(times, temporal_strategy=temporal_strategy), graph
@@ -78,9 +78,10 @@ class PyGSampler(BaseSampler):
         return out
 
     def sample_from_edges(self, index: EdgeSamplerInput, neg_sampling=None) -> SamplerOutput:
-        """PyG's ``edge_sample`` (homogeneous, not disjoint) on this sampler:
-        negatives drawn on the device (``sampling.link``), the endpoints
-        deduplicated by the sampler's id map; ``metadata`` in PyG's layout
+        """PyG's ``edge_sample`` (homogeneous) on this sampler: negatives
+        drawn on the device (``sampling.link``), the endpoints deduplicated
+        by the sampler's id map (disjoint: each its own seed, in order, as
+        PyG's); ``metadata`` in PyG's layout
         for ``LinkLoader`` (local ids in order of first appearance, not
         sorted: the same nodes through ``n_id``)."""
         if index.time is not None:

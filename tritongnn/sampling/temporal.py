@@ -131,3 +131,14 @@ def sampler_times(args, order: torch.Tensor | None, edge_perm: torch.Tensor | No
         return {"node_time": time.to(device).contiguous()}
     time = args.edge_time if edge_perm is None else args.edge_time[edge_perm.to(args.edge_time.device)]
     return {"edge_time": time.to(device).contiguous()}
+
+
+def time_sorted(edge_index: torch.Tensor, args) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(edges, order)``: what the CSC graph is built from, ``edge_index``
+    itself where not temporal, else its edges in time order
+    (``time_order``, ``order``: the edge id of each), so every row is
+    sorted by time (the relabel of the cache keeps each row's order)."""
+    if args is None:
+        return edge_index, None
+    order = time_order(edge_index, args)
+    return edge_index[:, order.to(edge_index.device)], order
