@@ -435,7 +435,7 @@ class NeighborSampler(SuperBatches):
                           frontier=(seeds.new_nodes, seeds.new_local, seeds.num_new)) if self._fanouts else []
         sizes = host_list(torch.cat([seeds.num_new] + ([hop_sizes(hops)] if hops else [])))
         out = batch_output(seeds.new_nodes[:sizes[0]], hops, sizes[1:], self.device, self.return_eid,
-                           self._edge_perm)
+                           self._edge_perm, self._hot_edge_perm)
         return self._subgraph(out), seeds.local[:endpoints.numel()]
 
     def _subgraph(self, out: SamplerOutput) -> SamplerOutput:
