@@ -32,8 +32,9 @@ frontier node's seed slot (``NeighborSampler._hops``): where sampling
 depends on the seed (a seed's time), that is where it is read.
 
 ``sample_many`` samples a disjoint sampler's batches one after another
-(each is already B sub-batches in one pass); ``sample_endpoints``
-(link-level disjoint batches) is not built and raises.
+(each is already B sub-batches in one pass); link-level disjoint batches
+(PyG's ``edge_sample``) are ``sample`` of the endpoints, each its own
+seed; ``sample_endpoints`` (which deduplicates them) raises.
 
 As in PyG: ``subgraph_type="induced"`` is refused (PyG routes it to
 torch-sparse, which has no disjoint sampling); ``"bidirectional"`` adds the
