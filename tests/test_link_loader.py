@@ -7,7 +7,6 @@ import math
 
 import pytest
 import torch
-from scipy.stats import chi2
 from torch_geometric.data import Data
 from torch_geometric.loader import LinkLoader
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, SamplerOutput
@@ -17,6 +16,7 @@ from tritongnn import LinkNeighborLoader, PyGSampler
 from tritongnn.sampling.link import LinkBatches, draw_nodes
 
 from test_loader import assert_same_batches
+from test_sample import chi_square, chi_square_critical
 
 
 def link_data(num_nodes=30, num_edges=120, seed=0):
@@ -161,8 +161,7 @@ def test_same_batches_as_pyg_link_loader_over_our_sampler(neg):
 def chi_square_ok(counts: torch.Tensor, expected: torch.Tensor) -> bool:
     keep = expected > 0
     assert counts[~keep].sum() == 0  # a weight of 0 is never drawn
-    stat = float(((counts[keep] - expected[keep]) ** 2 / expected[keep]).sum())
-    return stat < chi2.ppf(1 - 1e-4, int(keep.sum()) - 1)
+    return chi_square(counts[keep], expected[keep]) < chi_square_critical(int(keep.sum()) - 1)  # p = 1e-4
 
 
 @pytest.mark.parametrize("weighted", [False, True])
