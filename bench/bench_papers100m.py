@@ -142,7 +142,12 @@ def main():
             loss = train_step(model, optimizer, batch.to(device, non_blocking=True), trim=True)
         torch.cuda.synchronize(device)
         epochs.append((time.perf_counter() - t0) * per_epoch / timed)
-    peaks = (torch.cuda.max_memory_reserved(device), torch.cuda.max_memory_allocated(device))
+    # (a loader whose cache may grow resets the peak counters at the end of its build, noting its own)
+    built_peak = (loader.stats.get("build_gpu_peak") or {}) if args.loader == "tritongnn" else {}
+    peaks = (max(torch.cuda.max_memory_reserved(device), built_peak.get("reserved", 0)),
+             max(torch.cuda.max_memory_allocated(device), built_peak.get("allocated", 0)))
+    allocator = torch.cuda.memory_stats(device)
+    last_epoch = loader.stats if args.loader == "tritongnn" else {}
     alone = None
     if args.alone_steps:
         prepared = []
@@ -165,6 +170,8 @@ def main():
                cache=str(loader.cache.plan) if getattr(loader, "cache", None) is not None else None,
                build_loaded=getattr(loader, "build_loaded", None),
                cache_grown=loader.stats.get("cache_grown") if args.loader == "tritongnn" else None,
+               allocator_retries=allocator.get("num_alloc_retries"), allocator_ooms=allocator.get("num_ooms"),
+               last_epoch_stats={k: v for k, v in last_epoch.items() if isinstance(v, (int, float))},
                loss=round(loss, 3))
     print(json.dumps(row), flush=True)
     append_record(args.out, new_record("papers100m", device, commit=args.commit, nodes=args.nodes,

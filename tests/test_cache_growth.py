@@ -23,7 +23,7 @@ def with_room(monkeypatch, rows):
     monkeypatch.setattr(growth, "MARGIN_SHARE", 10**9)
     monkeypatch.setattr(growth, "MIN_GROWTH", ROW)
     monkeypatch.setattr(growth, "device_total_bytes", lambda device: 10**9)
-    monkeypatch.setattr(growth, "pass_peak_bytes", lambda device, build_peak: 10**9 - rows * ROW - 1)
+    monkeypatch.setattr(growth, "pass_need_bytes", lambda device: 10**9 - rows * ROW - 1)
 
 
 def test_the_cache_grows_once_after_a_whole_pass_into_the_next_hottest_rows(device, monkeypatch):
@@ -103,18 +103,25 @@ def test_a_refused_growth_leaves_the_cache_as_it_was(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_a_pass_below_the_builds_peak_is_measured_by_what_it_holds():
-    """The build's temporaries set a peak no pass repeats: the pass's own
-    blocks, held by the allocator, measure it; a pass above it, its peak."""
+def test_the_pass_is_measured_by_its_own_peaks_and_the_pieces_it_could_not_hand_back():
+    """The build's temporaries set a peak no pass repeats: the loader notes
+    it and starts the pass's counters afresh; a free piece of a segment
+    still in use (fragmentation) counts as needed."""
     device = torch.device("cuda", torch.cuda.current_device())
+    meter = growth.CacheGrowth(None, device, eligible=False)
+    meter.pending = True  # (a cache that may grow)
     build = torch.empty(1 << 28, dtype=torch.uint8, device=device)  # 256 MB of build temporaries
     del build
     torch.cuda.empty_cache()
-    build_peak = growth.peak_bytes(device)
-    held = torch.empty(1 << 24, dtype=torch.uint8, device=device)  # 16 MB: the pass
-    measured = growth.pass_peak_bytes(device, build_peak)
-    assert measured == torch.cuda.memory_reserved(device) < build_peak
-    above = torch.empty(build_peak, dtype=torch.uint8, device=device)
-    del above
-    assert growth.pass_peak_bytes(device, build_peak) == growth.peak_bytes(device) > build_peak
-    del held
+    meter.start()
+    assert meter.build_peak["allocated"] >= 1 << 28 and meter.build_peak["reserved"] >= 1 << 28
+    base = torch.cuda.memory_allocated(device)
+    assert growth.pass_need_bytes(device) < 1 << 28
+    # two 4 MB blocks split from one 20 MB segment, the first freed: a piece the allocator cannot hand back
+    first = torch.empty(4 << 20, dtype=torch.uint8, device=device)
+    second = torch.empty(4 << 20, dtype=torch.uint8, device=device)
+    del first
+    need = growth.pass_need_bytes(device)
+    assert need >= base + (8 << 20) + (4 << 20), (need, base)
+    assert need < 1 << 28
+    del second

@@ -2,16 +2,20 @@
 
 With ``cache_budget="auto"`` and ``memory_reserve="auto"`` the build leaves
 the model an estimate of what it will take (``memory.model_reserve``). The
-first whole pass measures it: the GPU memory torch's allocator reserved
-for the pass (the model, its optimiser and activations, the batches in
-flight, and the fragmentation between them, which the allocated bytes
-alone leave out: at a 24 GB cap, a model that had allocated 16 GB could not
-find 1.5 GB in the 6 GB its allocator held) says what was taken
-(``pass_peak_bytes``), and before the next pass the
+first whole pass measures it: at the end of the build the loader notes its
+own GPU peak (``loader.stats["build_gpu_peak"]``) and resets torch's peak
+counters once, so the pass's peaks are its own (the build's chunked
+temporaries set a peak no pass repeats). What the pass needed is its
+allocated peak plus the allocator's peak of free pieces it could not hand
+back (``pass_need_bytes``: the fragmentation between batches and
+activations of different sizes on different streams, which the allocated
+bytes alone leave out: at a 24 GB cap, a model that had allocated 16 GB could
+not find 1.5 GB in the 6 GB its allocator held). Its reserved peak says
+nothing under a cap: the allocator keeps every block until an allocation
+fails, so any varied pass reserves up to the cap. Before the next pass the
 feature cache grows, once, into what is left of the memory the process may
 use, less a margin, in the plan's order (the next-hottest rows:
-``cache.allocator``). A pass whose allocator held everything it could
-grows nothing."""
+``cache.allocator``)."""
 from __future__ import annotations
 
 import torch
@@ -26,23 +30,19 @@ MARGIN_SHARE = 20
 MIN_GROWTH = 256 << 20
 
 
-def peak_bytes(device: torch.device) -> int:
-    """The process's peak of reserved GPU memory on ``device`` (since the
-    user last reset it, if they did)."""
-    return torch.cuda.max_memory_reserved(device)
+def build_peaks(device: torch.device) -> dict:
+    """The process's GPU peaks on ``device`` so far (since the user last
+    reset them, if they did): ``reserved`` and ``allocated`` bytes."""
+    return dict(reserved=torch.cuda.max_memory_reserved(device), allocated=torch.cuda.max_memory_allocated(device))
 
 
-def pass_peak_bytes(device: torch.device, build_peak: int) -> int:
-    """GPU memory reserved at the peak of the first pass, with
-    ``build_peak`` the process's reserved peak when the loader was built.
-    Where the pass set a new peak, that peak. Else the pass stayed below
-    the build's temporaries (handed back at the end of the build, with
-    ``empty_cache``: peaks no later pass repeats) and the peak counter
-    cannot tell it apart (the loader resets no counter of the user's):
-    what the allocator holds now stands in, since it keeps every block a
-    pass asked for until someone empties its cache."""
-    peak = peak_bytes(device)
-    return peak if peak > build_peak else torch.cuda.memory_reserved(device)
+def pass_need_bytes(device: torch.device) -> int:
+    """GPU bytes the work since the peak counters' reset needed at most: its
+    allocated peak plus the peak of the allocator's inactive split blocks
+    (free pieces of segments still in use, which it cannot hand back to
+    make room). Two peaks of different moments: a bound from above."""
+    stats = torch.cuda.memory_stats(device)
+    return stats.get("allocated_bytes.all.peak", 0) + stats.get("inactive_split_bytes.all.peak", 0)
 
 
 class CacheGrowth:
@@ -54,10 +54,20 @@ class CacheGrowth:
         self.pending = bool(eligible and cache is not None and cache.row_map is not None and cache.warm_x is None
                             and cache.dynamic is None)
         self.grown = None
-        self._build_peak = peak_bytes(device) if self.pending and device.type == "cuda" else 0
+        self.build_peak = None
+
+    def start(self) -> None:
+        """At the end of the build: note its GPU peak (``build_peak``) and,
+        where the cache may grow, reset torch's peak counters, so the first
+        pass measures its own."""
+        if self.device.type != "cuda":
+            return
+        self.build_peak = build_peaks(self.device)
+        if self.pending:
+            torch.cuda.reset_peak_memory_stats(self.device)
 
     def after_pass(self, profile=None) -> bool:
-        """Grow the cache once, sized by the GPU peak so far; True if it grew."""
+        """Grow the cache once, sized by what the pass needed; True if it grew."""
         if not self.pending:
             return False
         self.pending = False
@@ -65,11 +75,12 @@ class CacheGrowth:
         plan, num_nodes = cache.plan, cache.order.numel()
         row_bytes = cache.x.size(1) * cache.x.element_size()
         total = device_total_bytes(self.device)
-        peak = pass_peak_bytes(self.device, self._build_peak)
+        need = pass_need_bytes(self.device)
         margin = max(MIN_MARGIN, total // MARGIN_SHARE)
         # short of every row: that is another layout (x relabelled on the device)
-        rows = min(max(0, total - peak - margin) // row_bytes, num_nodes - 1 - plan.num_feature)
-        measured = f"GPU peak {size(peak)} reserved of the {size(total)} the process may use, margin {size(margin)}"
+        rows = min(max(0, total - need - margin) // row_bytes, num_nodes - 1 - plan.num_feature)
+        measured = (f"the pass needed {size(need)} (allocated and fragmented peaks) of the {size(total)} the "
+                    f"process may use, margin {size(margin)}")
         if rows * row_bytes < MIN_GROWTH:
             self.grown = f"not grown after the first pass: {measured}"
             return False

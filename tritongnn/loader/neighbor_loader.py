@@ -362,6 +362,7 @@ class NeighborLoader:
             # nothing later asks for (19 GB of an H100 at papers100M scale);
             # handed back, the model and the captures' pools can have them.
             torch.cuda.empty_cache()
+        self.growth.start()  # (the pass's GPU peaks its own)
 
     # -- what the pipeline calls ------------------------------------------
 
@@ -454,8 +455,9 @@ class NeighborLoader:
         hit rates of the caches and the rows reused from the previous batch;
         and the build: ``placement``, ``placement_reason``, ``cache_plan``
         (None without a cache), ``build_loaded``, ``build_seconds`` (graph,
-        features, profile, plan, cache), ``cache_grown`` (after the first
-        pass: ``loader.growth``). Read mid-epoch with ``prefetch``,
+        features, profile, plan, cache), ``build_gpu_peak`` (bytes reserved
+        and allocated at the peak so far when the build ended; None on the
+        CPU), ``cache_grown`` (after the first pass: ``loader.growth``). Read mid-epoch with ``prefetch``,
         the counts include the batches prepared ahead of the loop.
         Completed epochs are in ``stats_history``."""
         if self.device.type == "cuda":
@@ -464,7 +466,7 @@ class NeighborLoader:
         stats.update(placement=self.placement, placement_reason=self.placement_reason,
                      cache_plan=None if self.cache is None else str(self.cache.plan),
                      build_loaded=list(self.build_loaded), build_seconds=dict(self.build_seconds),
-                     cache_grown=self.growth.grown)
+                     cache_grown=self.growth.grown, build_gpu_peak=self.growth.build_peak)
         for part in (self.host_stats, self.reorder, self.cache and self.cache.dynamic):
             if part is not None:
                 stats.update(part.as_dict())
