@@ -76,22 +76,15 @@ min, its flag's read and its assignment each touch one sector of the table,
 where three separate arrays took five (a batch of 8000 at [15, 10, 5] asks
 7.3M keys: its table is far past the L2, and every touch is an HBM access).
 An empty slot's key and a free stamp are both the word's largest value: the
-reset is one fill of the table. Measured on the H200 against the three
-arrays (bench/results/README.md): peak sampler memory -14 %
-(K=1) and -17 % (K=8), kernel time only -1.6 %: the insert's time is set by
-its dependent atomics (the CAS loop, then the min), not by the sectors.
+reset is one fill of the table.
 
 **Hop-major numbering** (``hop_major=True``, PyG's ``disjoint`` layout):
-the keys stay per sub-batch, but local ids count over all K sub-batches
-at once, in hop-major order: seed ``i`` takes id ``i``, and a hop's new
-nodes take the next ids in candidate order (sub-batch by sub-batch, as
-the candidates are grouped), so sub-batch ``k``'s new nodes of a hop
-follow sub-batch ``k - 1``'s and every node of earlier hops. The assign
-pass computes ``base[b] + rank - first[b]`` either way; a hop-major map
-passes ``nodes so far + first[b]`` as ``base``, which makes it ``nodes so
-far + rank`` (one add of K words a hop, no other pass). Its last hop also
-returns each new node's sub-batch (``new_batch``), which a hop-major
-batch reports per node.
+keys stay per sub-batch, but local ids count over all K sub-batches in
+hop-major order: seed ``i`` is id ``i``, and each hop's new nodes take the
+next ids, sub-batch by sub-batch. The assign pass computes ``base[b] + rank
+- first[b]`` either way; a hop-major map passes ``nodes so far + first[b]``
+as ``base`` (one add of K words a hop). Its last hop also returns each new
+node's sub-batch (``new_batch``).
 
 The device passes are in ``id_map_kernels``; this module holds the tables
 and the map that launches them. Deterministic for a given candidate list,
