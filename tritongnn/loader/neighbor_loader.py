@@ -19,10 +19,8 @@ and gathered in), ``assemble`` (a sampled batch as PyG's ``Data``),
 ``pipeline`` (the producer thread that prepares the next batches on side
 CUDA streams while the model runs), ``replay`` (batches replayed from CUDA
 graphs where every row a batch reads is in GPU memory), ``shard`` (seeds
-split across ranks) and ``timing`` (``loader.stats``).
-
-With no GPU the same loader runs on the CPU, through the pure-torch
-references of the kernels.
+split across ranks) and ``timing`` (``loader.stats``). With no GPU it runs
+on the CPU, through the kernels' pure-torch references.
 """
 from __future__ import annotations
 
