@@ -1,30 +1,34 @@
 """``LinkNeighborLoader``'s own arguments checked as PyG 2.8's ``LinkLoader``
 reads them: the supervision edges (``edge_label_index``, the graph's edges
 by default), their labels (shifted by one where ``"binary"`` negatives take
-label 0), and the PyG features not built yet refused by name."""
+label 0) and their times (``edge_label_time``, with ``time_attr``)."""
 from __future__ import annotations
 
 import torch
 
 from ..kernels._launch import check_ids_in_range
 from .arguments import index_tensor
-
-# PyG's link arguments not built yet, with the value that means "not used"
-_NOT_YET = {"edge_label_time": None, "time_attr": None}
+from .temporal import check_input_time
 
 
-def check_link_kwargs(**kwargs) -> None:
-    """PyG's pairing rule of ``edge_label_time`` and ``time_attr`` (a
-    ValueError, as PyG's), then NotImplementedError naming each of
-    ``edge_label_time``, ``time_attr`` set."""
-    if (kwargs.get("edge_label_time") is not None) != (kwargs.get("time_attr") is not None):
-        raise ValueError("LinkNeighborLoader: edge_label_time and time_attr must be given together "
-                         "(both set for temporal sampling, or neither)")
-    for name, default in _NOT_YET.items():
-        value = kwargs.get(name, default)
-        if value is not default and (not isinstance(value, (bool, str, type(None))) or value != default):
-            raise NotImplementedError(f"tritongnn.LinkNeighborLoader does not support {name} yet "
-                                      f"(got {name}={value if not isinstance(value, torch.Tensor) else 'a tensor'})")
+def check_link_time(edge_label_time, time_attr) -> None:
+    """PyG's pairing rule of ``edge_label_time`` and ``time_attr``: both or
+    neither (PyG's ValueError and message)."""
+    if (edge_label_time is not None) != (time_attr is not None):
+        raise ValueError(f"Received conflicting 'edge_label_time' and 'time_attr' arguments: 'edge_label_time' "
+                         f"is {'set' if edge_label_time is not None else 'not set'} while 'time_attr' is "
+                         f"{'set' if time_attr is not None else 'not set'}. Both arguments must be provided for "
+                         f"temporal sampling.")
+
+
+def check_edge_label_time(edge_label_time, num_edges: int, dtype: torch.dtype, device) -> torch.Tensor | None:
+    """``edge_label_time`` as ``[P]`` times in the time attribute's ``dtype``
+    on ``device`` (integers, or floats where ``dtype`` is floating; a new
+    tensor, the caller's is never written), or None."""
+    if edge_label_time is None:
+        return None
+    return check_input_time(edge_label_time, dtype, num_edges, name="edge_label_time",
+                            per="edge of edge_label_index").to(device)
 
 
 def check_edge_label_index(edge_label_index, data, device) -> torch.Tensor:

@@ -204,20 +204,15 @@ class NeighborLoader:
             the two are independent: batches are sampled K at a time and
             reordered G at a time (with G a multiple of K, each group is G / K
             whole super-batches).
-        feature_dtype: store ``data.x`` in this narrower floating dtype
-            (``torch.float16`` or ``torch.bfloat16`` for float32 features,
-            also ``torch.float32`` for float64 ones)
-            in the GPU caches and in host memory: half the bytes a batch's
-            misses move through UVA, twice the rows a cache budget holds.
-            Batches' ``x`` keep ``data.x``'s dtype (the gather widens each
-            row as it reads it), with the values rounded to
-            ``feature_dtype``: a lossy choice, like SALIENT's half-precision
-            features (float16 also rounds values below 6e-8 to 0). A copy
-            is made (``data.x`` is not modified; with ``share_host_memory``
-            the host's leader converts into the shared copy, and another
-            rank only where it builds a tier of its own); values that overflow the
-            dtype (float16: magnitudes of 65520 and more) raise ValueError;
-            inf and NaN in ``data.x`` stay so. None: as given.
+        feature_dtype: store ``data.x`` in this narrower floating dtype (``torch.float16`` or ``torch.bfloat16`` for
+            float32 features, also ``torch.float32`` for float64 ones) in the GPU caches and in host memory: half
+            the bytes a batch's misses move through UVA, twice the rows a cache budget holds. Batches' ``x`` keep
+            ``data.x``'s dtype (the gather widens each row as it reads it), with the values rounded to
+            ``feature_dtype``: a lossy choice, like SALIENT's half-precision features (float16 also rounds values
+            below 6e-8 to 0). A copy is made (``data.x`` is not modified; with ``share_host_memory`` the host's
+            leader converts into the shared copy, and another rank only where it builds a tier of its own); values
+            that overflow the dtype (float16: magnitudes of 65520 and more) raise ValueError; inf and NaN in
+            ``data.x`` stay so. None: as given.
         **kwargs: ``weight_attr`` (PyG's): the name of an edge attribute of ``data``
             of finite, non-negative float edge weights: neighbours are drawn in proportion to weight
             (``tritongnn.kernels.sample_weighted``); ``disjoint`` (PyG's): each seed samples its own subgraph,
@@ -231,6 +226,8 @@ class NeighborLoader:
         >>> for batch in loader:
         ...     out = model(batch.x, batch.edge_index)[:batch.batch_size]
     """
+
+    _timed_seeds = False  # batches bring their seeds' times (LinkNeighborLoader's edge_label_time)
 
     def __init__(self, data, num_neighbors, input_nodes=None, input_time=None,
                  replace: bool = False, *, batch_size: int = 1, shuffle: bool = False,
@@ -279,7 +276,7 @@ class NeighborLoader:
         self.transform, self.placement, self.prefetch = transform, placement, prefetch
         self.rank, self.world_size = resolve_ranks(rank, world_size)
         self.temporal = temporal.loader_temporal(data, kwargs, input_time, self.input_nodes.numel(), num_edges,
-                                                 self.world_size, build_dir, self.device)  # time_attr, as PyG's
+                                                 self.world_size, build_dir, self.device, self._timed_seeds)
         edges, time_ids = time_sorted(data.edge_index, self.temporal)  # rows sorted by time
         self.epoch = 0
         self.open_pass = OnePass()

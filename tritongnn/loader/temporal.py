@@ -45,9 +45,11 @@ class TemporalArgs:
 
 
 def check_temporal(data, time_attr, input_time, temporal_strategy, weight_attr, num_seeds: int,
-                   num_edges: int) -> TemporalArgs | None:
+                   num_edges: int, timed_seeds: bool = False) -> TemporalArgs | None:
     """The temporal arguments checked (module docstring); None where
-    sampling is not temporal (no ``time_attr``). Nothing is modified."""
+    sampling is not temporal (no ``time_attr``). ``timed_seeds``: every
+    batch brings its seeds' times (a link loader's ``edge_label_time``), so
+    edge-level time needs no ``input_time``. Nothing is modified."""
     if temporal_strategy not in STRATEGIES:
         raise ValueError(f"temporal_strategy must be one of {STRATEGIES}, got {temporal_strategy!r}")
     if time_attr is None:
@@ -76,41 +78,44 @@ def check_temporal(data, time_attr, input_time, temporal_strategy, weight_attr, 
                         f"float64 times, got {time.dtype}")
     if input_time is not None:
         input_time = check_input_time(input_time, time.dtype, num_seeds)
-    elif not node_level:
+    elif not node_level and not timed_seeds:
         raise ValueError(f"time_attr={time_attr!r} is edge-level: pass input_time, one time per seed (edges "
                          f"have times, seeds do not; pyg-lib needs seed times to sample by edge time)")
     return TemporalArgs(time_attr, time if node_level else None, None if node_level else time, input_time,
                         temporal_strategy)
 
 
-def check_input_time(input_time, dtype: torch.dtype, num_seeds: int) -> torch.Tensor:
-    """``input_time`` as a 1-D tensor of ``num_seeds`` times in ``dtype``
+def check_input_time(input_time, dtype: torch.dtype, num_seeds: int, name: str = "input_time",
+                     per: str = "seed of input_nodes") -> torch.Tensor:
+    """``input_time`` (or the argument ``name``: a link loader's
+    ``edge_label_time``) as a 1-D tensor of ``num_seeds`` times in ``dtype``
     (the time attribute's): integers, or floats where ``dtype`` is
     floating. A new tensor where it is converted; the user's is never
     written."""
-    times = index_tensor(input_time, "input_time")
+    times = index_tensor(input_time, name)
     if times is None:
-        raise TypeError(f"input_time must be a tensor, numpy array or list of times, got "
+        raise TypeError(f"{name} must be a tensor, numpy array or list of times, got "
                         f"{type(input_time).__name__}")
     if times.dtype == torch.bool or times.dtype.is_complex or \
             (times.dtype.is_floating_point and not dtype.is_floating_point):
-        raise TypeError(f"input_time must hold {'numbers' if dtype.is_floating_point else 'integers'} as the "
+        raise TypeError(f"{name} must hold {'numbers' if dtype.is_floating_point else 'integers'} as the "
                         f"time attribute's {dtype} times do, got {times.dtype}")
     if times.dim() != 1 or times.numel() != num_seeds:
-        raise ValueError(f"input_time must have shape [{num_seeds}] (one time per seed of input_nodes), got "
+        raise ValueError(f"{name} must have shape [{num_seeds}] (one time per {per}), got "
                          f"{tuple(times.shape)}")
     return times.to(dtype)
 
 
 def loader_temporal(data, kwargs: dict, input_time, num_seeds: int, num_edges: int, world_size: int,
-                    build_dir, device) -> TemporalArgs | None:
+                    build_dir, device, timed_seeds: bool = False) -> TemporalArgs | None:
     """``NeighborLoader``'s temporal arguments (``time_attr`` and
     ``temporal_strategy`` in ``kwargs``) checked (``check_temporal``), None
-    where it is not temporal; ``input_time`` on ``device``. The time-sorted build composes the graph's
+    where it is not temporal; ``input_time`` on ``device``; ``timed_seeds``:
+    ``check_temporal``'s. The time-sorted build composes the graph's
     edge ids in place (``temporal_sampling``): not with several ranks
     (their shared host copy) nor ``build_dir`` (a saved graph), refused."""
     args = check_temporal(data, kwargs.get("time_attr"), input_time, kwargs.get("temporal_strategy", "uniform"),
-                          kwargs.get("weight_attr"), num_seeds, num_edges)
+                          kwargs.get("weight_attr"), num_seeds, num_edges, timed_seeds)
     if args is not None and (world_size > 1 or build_dir is not None):
         raise NotImplementedError(f"time_attr={args.time_attr!r} with world_size={world_size} / build_dir="
                                   f"{build_dir!r}: temporal sampling builds its graph in one process, unsaved")

@@ -18,6 +18,16 @@ distinct endpoints (``unique``); here they come in order of first
 appearance, so local ids differ from PyG's while every index maps, through
 ``n_id``, to the same nodes.
 
+Temporal batches (``edge_label_time`` with ``time_attr``, always disjoint)
+take PyG's seed times: the positives' times ``t`` (``[P]``), each negative
+its positive's (negative ``k`` of ``t[k % P]``); the seeds' times are
+``[src_time, dst_time]``, for ``"binary"`` both ``t`` repeated over the
+negatives, for ``"triplet"`` ``t`` then ``t`` repeated over the
+destinations and their negatives. Batches carry ``edge_label_time`` (the
+pairs' times, negatives included) or, for ``"triplet"``, ``seed_time``
+(``t``). With node-level time a negative is drawn again while its node is
+later than its positive's time (``draw_not_later``, PyG's ``neg_sample``).
+
 Negatives are drawn with torch on the device (``torch.randint``, or a search
 in the weights' prefix sums: the same distribution as PyG's
 ``torch.multinomial(weight, n, replacement=True)``, without its host sync),
@@ -71,6 +81,32 @@ def draw_nodes(count: int, num_nodes: int, cdf: torch.Tensor | None, generator: 
     return torch.searchsorted(cdf, draw, right=True).clamp_(max=num_nodes - 1)
 
 
+def draw_not_later(seed_time: torch.Tensor, amount, node_time: torch.Tensor, cdf: torch.Tensor | None,
+                   generator: torch.Generator, device) -> torch.Tensor:
+    """PyG 2.8's ``neg_sample`` with node time: ``ceil(P * amount)`` negatives
+    for ``P`` positives of times ``seed_time``, none later than its
+    positive's time where five redraws find one. PyG draws ``ceil(amount)``
+    rows of ``P`` (negative ``k`` belongs to positive ``k % P``), marks
+    those whose ``node_time`` passes their positive's time (``>``), redraws
+    the marked at most five times, keeping marked after a redraw those whose
+    time is not before it (``>=``, PyG's test there), and sets the still
+    marked to ``node_time.argmin()``. Here every round draws a whole block
+    and takes the marked places from it (the same distribution: the draws
+    are independent), without a host sync."""
+    num_pos = seed_time.numel()
+    num_neg, rows = math.ceil(num_pos * amount), math.ceil(amount)
+    num_nodes = node_time.numel()
+    bound = seed_time.view(1, -1).expand(rows, -1)
+    out = draw_nodes(rows * num_pos, num_nodes, cdf, generator, device).view(rows, num_pos)
+    invalid = node_time[out] > bound
+    for _ in range(5):
+        fresh = draw_nodes(rows * num_pos, num_nodes, cdf, generator, device).view(rows, num_pos)
+        out = torch.where(invalid, fresh, out)
+        invalid = invalid & (node_time[fresh] >= bound)
+    out = torch.where(invalid, node_time.argmin(), out)
+    return out.reshape(-1)[:num_neg]
+
+
 def cast_neg_sampling(neg_sampling, neg_sampling_ratio) -> NegativeSampling | None:
     """PyG's resolution of the two arguments (``LinkLoader``): a non-zero
     ``neg_sampling_ratio`` means ``NegativeSampling("binary", ratio)``;
@@ -97,7 +133,9 @@ class LinkLabels:
     ``SamplerOutput.metadata`` for links), in the batch's local ids:
     ``edge_label_index`` / ``edge_label`` (no negatives, or ``"binary"``),
     or ``src_index`` / ``dst_pos_index`` / ``dst_neg_index``
-    (``"triplet"``); ``input_id``, the supervision edges' positions."""
+    (``"triplet"``); ``input_id``, the supervision edges' positions;
+    temporal: ``edge_label_time`` (binary keys) or ``seed_time``
+    (``"triplet"``), PyG's ``src_time``."""
     input_id: torch.Tensor
     triplet: bool = False
     edge_label_index: torch.Tensor | None = None
@@ -105,6 +143,8 @@ class LinkLabels:
     src_index: torch.Tensor | None = None
     dst_pos_index: torch.Tensor | None = None
     dst_neg_index: torch.Tensor | None = None
+    edge_label_time: torch.Tensor | None = None
+    seed_time: torch.Tensor | None = None
 
     def fill(self, batch) -> None:
         """Set the keys on ``batch`` as PyG's ``LinkLoader.filter_fn`` does:
@@ -128,8 +168,8 @@ class LinkLabels:
     def as_metadata(self) -> tuple:
         """PyG's ``metadata`` tuple of a link ``SamplerOutput``."""
         if self.triplet:
-            return (self.input_id, self.src_index, self.dst_pos_index, self.dst_neg_index, None)
-        return (self.input_id, self.edge_label_index, self.edge_label, None)
+            return (self.input_id, self.src_index, self.dst_pos_index, self.dst_neg_index, self.seed_time)
+        return (self.input_id, self.edge_label_index, self.edge_label, self.edge_label_time)
 
 
 class LinkBatches:
@@ -141,11 +181,14 @@ class LinkBatches:
         device: where negatives are drawn and labels live.
         new_id: ``[N]`` the sampler's id of each node (a cache's hot-first
             order), or None: the node ids themselves.
+        node_time: ``[N]`` node times by node id on ``device`` (node-level
+            ``time_attr``: temporal negatives, ``draw_not_later``), or None.
     """
 
-    def __init__(self, neg_sampling: NegativeSampling | None, num_nodes: int, device, new_id=None):
+    def __init__(self, neg_sampling: NegativeSampling | None, num_nodes: int, device, new_id=None,
+                 node_time: torch.Tensor | None = None):
         self.neg_sampling, self.num_nodes = neg_sampling, int(num_nodes)
-        self.device, self.new_id = torch.device(device), new_id
+        self.device, self.new_id, self.node_time = torch.device(device), new_id, node_time
         self.src_cdf = self.dst_cdf = None
         if neg_sampling is not None:
             self.src_cdf = check_weight(neg_sampling.src_weight, self.num_nodes, "src_weight", self.device)
@@ -159,33 +202,61 @@ class LinkBatches:
     def triplet(self) -> bool:
         return self.neg_sampling is not None and self.neg_sampling.is_triplet()
 
-    def endpoints(self, src: torch.Tensor, dst: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def endpoints(self, src: torch.Tensor, dst: torch.Tensor, generator: torch.Generator,
+                  time: torch.Tensor | None = None) -> torch.Tensor:
         """``[C]`` int64 endpoints of the positives ``src -> dst`` (``[P]``
         node ids on ``device``) and their negatives, in PyG's order (module
         docstring), in the sampler's ids; one seed is drawn from
-        ``generator`` (the loader's CPU one) where there are negatives."""
+        ``generator`` (the loader's CPU one) where there are negatives.
+        ``time``: the positives' ``edge_label_time`` (``[P]``; with
+        ``node_time`` no negative is later than its positive where PyG's
+        draws find one)."""
         parts = [src, dst]
         ns = self.neg_sampling
         if ns is not None:
             self.generator.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
             num_neg = math.ceil(src.numel() * ns.amount)
             if ns.is_binary():
-                src_neg = self._draw(num_neg, self.src_cdf)
-                parts = [src, src_neg, dst, self._draw(num_neg, self.dst_cdf)]
+                src_neg = self._draw(num_neg, self.src_cdf, time)
+                parts = [src, src_neg, dst, self._draw(num_neg, self.dst_cdf, time)]
             else:
-                parts = [src, dst, self._draw(num_neg, self.dst_cdf)]
+                parts = [src, dst, self._draw(num_neg, self.dst_cdf, time)]
         endpoints = torch.cat(parts)
         return endpoints if self.new_id is None else self.new_id.index_select(0, endpoints)
 
-    def _draw(self, count: int, cdf) -> torch.Tensor:
+    def _draw(self, count: int, cdf, time: torch.Tensor | None) -> torch.Tensor:
+        if time is not None and self.node_time is not None:
+            return draw_not_later(time, self.neg_sampling.amount, self.node_time, cdf, self.generator, self.device)
         return draw_nodes(count, self.num_nodes, cdf, self.generator, self.device)
 
+    def times(self, time: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(seed_time, src_time)`` of a temporal batch from its positives'
+        ``time`` (``[P]``), PyG's (module docstring): one time per endpoint
+        of ``endpoints``, and what the batch carries (``edge_label_time``,
+        or ``seed_time`` for ``"triplet"``)."""
+        ns, num_pos = self.neg_sampling, time.numel()
+        if ns is None:
+            return torch.cat([time, time]), time
+        if ns.is_triplet():
+            return time.repeat(2 + ns.amount), time
+        src_time = time.repeat(1 + math.ceil(ns.amount))[:num_pos + math.ceil(num_pos * ns.amount)]
+        return torch.cat([src_time, src_time]), src_time
+
     def labels(self, input_id: torch.Tensor, local: torch.Tensor | None, edge_label: torch.Tensor | None,
-               num_endpoints: int) -> LinkLabels:
+               num_endpoints: int, src_time: torch.Tensor | None = None) -> LinkLabels:
         """The ``LinkLabels`` of a batch from its endpoints' ``local`` ids
         (``NeighborSampler.sample_endpoints``; None where sampling is
-        disjoint: each of the ``num_endpoints`` is its own seed, in order)
-        and its positives' labels (``edge_label[input_id]``, or None)."""
+        disjoint: each of the ``num_endpoints`` is its own seed, in order),
+        its positives' labels (``edge_label[input_id]``, or None) and, in a
+        temporal batch, ``times``' ``src_time``."""
+        labels = self._labels(input_id, local, edge_label, num_endpoints)
+        if self.triplet:
+            labels.seed_time = src_time
+        else:
+            labels.edge_label_time = src_time
+        return labels
+
+    def _labels(self, input_id, local, edge_label, num_endpoints: int) -> LinkLabels:
         num_pos = input_id.numel()
         if local is None:
             local = torch.arange(num_endpoints, device=self.device)

@@ -66,13 +66,16 @@ class PyGSampler(BaseSampler):
     def edge_permutation(self):
         return None  # ``SamplerOutput.edge`` already holds edge ids
 
+    def _time_dtype(self) -> torch.dtype:
+        times = self.sampler._times
+        return times["node_time" if "node_time" in times else "edge_time"].dtype
+
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput:
         seed_time = None
         if index.time is not None:
             if not self.sampler.temporal:
                 raise ValueError("the batch has seed times (input_time): build PyGSampler with time_attr")
-            seed_time = index.time.to(self.device, self.sampler._times["node_time" if "node_time" in
-                                                                       self.sampler._times else "edge_time"].dtype)
+            seed_time = index.time.to(self.device, self._time_dtype())
         out = self.sampler.sample(index.node.to(self.device, torch.int64), self.generator, seed_time=seed_time)
         out.metadata = (index.input_id, index.time)
         return out
@@ -83,25 +86,33 @@ class PyGSampler(BaseSampler):
         by the sampler's id map (disjoint: each its own seed, in order, as
         PyG's); ``metadata`` in PyG's layout
         for ``LinkLoader`` (local ids in order of first appearance, not
-        sorted: the same nodes through ``n_id``)."""
+        sorted: the same nodes through ``n_id``). Temporal (``index.time``,
+        the edges' ``edge_label_time``): each endpoint a seed of its edge's
+        time, negatives no later where time is node-level (``sampling.link``)."""
+        time = None
         if index.time is not None:
-            raise NotImplementedError("temporal link sampling (edge_label_time) is not supported yet")
+            if not self.sampler.temporal:
+                raise ValueError("the batch has edge_label_time: build PyGSampler with time_attr")
+            time = index.time.to(self.device, self._time_dtype())
         if index.input_type is not None:
             raise NotImplementedError("link sampling with an edge type (heterogeneous graphs) is not supported yet")
         neg_sampling = cast_neg_sampling(neg_sampling, None)
         links = self._links.get(id(neg_sampling))
         if links is None or links[0] is not neg_sampling:  # (its weights' prefix sums made once)
             links = self._links[id(neg_sampling)] = (
-                neg_sampling, LinkBatches(neg_sampling, self.sampler.graph.num_nodes, self.device))
+                neg_sampling, LinkBatches(neg_sampling, self.sampler.graph.num_nodes, self.device,
+                                          node_time=self.sampler._times.get("node_time")))
         links = links[1]
         src = index.row.to(self.device, torch.int64)
-        endpoints = links.endpoints(src, index.col.to(self.device, torch.int64), self.generator)
+        endpoints = links.endpoints(src, index.col.to(self.device, torch.int64), self.generator, time)
+        seed_time, src_time = (None, None) if time is None else links.times(time)
         if self.sampler.disjoint:  # each endpoint its own subgraph (PyG's edge_sample)
-            out, local = self.sampler.sample(endpoints, self.generator), None
+            out, local = self.sampler.sample(endpoints, self.generator, seed_time=seed_time), None
             out.batch = out.batch % src.numel()
         else:
             out, local = self.sampler.sample_endpoints(endpoints, self.generator)
         label = None if index.label is None else index.label.to(self.device)
         input_id = index.input_id if index.input_id is not None else torch.arange(src.numel())
-        out.metadata = links.labels(input_id.to(self.device), local, label, endpoints.numel()).as_metadata()
+        out.metadata = links.labels(input_id.to(self.device), local, label, endpoints.numel(),
+                                    src_time).as_metadata()
         return out
