@@ -238,7 +238,7 @@ class LinkBatches:
         if ns is None:
             return torch.cat([time, time]), time
         if ns.is_triplet():
-            return time.repeat(2 + ns.amount), time
+            return time.repeat(2 + int(ns.amount)), time
         src_time = time.repeat(1 + math.ceil(ns.amount))[:num_pos + math.ceil(num_pos * ns.amount)]
         return torch.cat([src_time, src_time]), src_time
 
