@@ -51,16 +51,10 @@ class LinkSchedule(Schedule):
         for input_id in batches:
             start = self.times.mark()
             time = None if self.edge_label_time is None else self.edge_label_time.index_select(0, input_id)
-            endpoints = self.links.endpoints(self.src.index_select(0, input_id),
-                                             self.dst.index_select(0, input_id), self.generator, time)
-            seed_time, src_time = (None, None) if time is None else self.links.times(time)
-            if self.sampler.disjoint:  # every endpoint its own subgraph, seeds first in order (PyG's)
-                out = self.sampler.sample(endpoints, self.generator, validate=False, seed_time=seed_time)
-                out.batch, local = out.batch % input_id.numel(), None  # (a positive's and its negatives' slots)
-            else:
-                out, local = self.sampler.sample_endpoints(endpoints, self.generator, validate=False)
             label = None if self.edge_label is None else self.edge_label.index_select(0, input_id)
-            out.metadata = self.links.labels(input_id, local, label, endpoints.numel(), src_time)
+            out = self.links.sample(self.sampler, self.src.index_select(0, input_id),
+                                    self.dst.index_select(0, input_id), input_id, label, self.generator, time,
+                                    validate=False)
             yield input_id, out, start, self.times.mark(), 1.0
 
 

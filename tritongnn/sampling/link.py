@@ -242,6 +242,27 @@ class LinkBatches:
         src_time = time.repeat(1 + math.ceil(ns.amount))[:num_pos + math.ceil(num_pos * ns.amount)]
         return torch.cat([src_time, src_time]), src_time
 
+    def sample(self, sampler, src: torch.Tensor, dst: torch.Tensor, input_id: torch.Tensor,
+               edge_label: torch.Tensor | None, generator: torch.Generator, time: torch.Tensor | None = None,
+               validate: bool = True):
+        """One link batch on ``sampler`` (a ``NeighborSampler``): the
+        positives ``src -> dst`` (``[P]`` node ids on ``device``, at
+        positions ``input_id``, labelled ``edge_label`` or None, of times
+        ``time`` or None) and their negatives (``endpoints``), sampled around
+        their distinct endpoints (``sample_endpoints``), or, where sampling
+        is disjoint, each endpoint its own subgraph in order, ``batch`` its
+        positive's slot (PyG's ``edge_sample``). Returns the
+        ``SamplerOutput`` with its ``LinkLabels`` as ``metadata``."""
+        endpoints = self.endpoints(src, dst, generator, time)
+        seed_time, src_time = (None, None) if time is None else self.times(time)
+        if sampler.disjoint:
+            out, local = sampler.sample(endpoints, generator, validate=validate, seed_time=seed_time), None
+            out.batch = out.batch % src.numel()  # (a positive's and its negatives' slots)
+        else:
+            out, local = sampler.sample_endpoints(endpoints, generator, validate=validate)
+        out.metadata = self.labels(input_id, local, edge_label, endpoints.numel(), src_time)
+        return out
+
     def labels(self, input_id: torch.Tensor, local: torch.Tensor | None, edge_label: torch.Tensor | None,
                num_endpoints: int, src_time: torch.Tensor | None = None) -> LinkLabels:
         """The ``LinkLabels`` of a batch from its endpoints' ``local`` ids

@@ -104,15 +104,9 @@ class PyGSampler(BaseSampler):
                                           node_time=self.sampler._times.get("node_time")))
         links = links[1]
         src = index.row.to(self.device, torch.int64)
-        endpoints = links.endpoints(src, index.col.to(self.device, torch.int64), self.generator, time)
-        seed_time, src_time = (None, None) if time is None else links.times(time)
-        if self.sampler.disjoint:  # each endpoint its own subgraph (PyG's edge_sample)
-            out, local = self.sampler.sample(endpoints, self.generator, seed_time=seed_time), None
-            out.batch = out.batch % src.numel()
-        else:
-            out, local = self.sampler.sample_endpoints(endpoints, self.generator)
         label = None if index.label is None else index.label.to(self.device)
         input_id = index.input_id if index.input_id is not None else torch.arange(src.numel())
-        out.metadata = links.labels(input_id.to(self.device), local, label, endpoints.numel(),
-                                    src_time).as_metadata()
+        out = links.sample(self.sampler, src, index.col.to(self.device, torch.int64), input_id.to(self.device),
+                           label, self.generator, time)
+        out.metadata = out.metadata.as_metadata()
         return out
