@@ -414,23 +414,26 @@ def column_sum(x):
     return x.sum(0, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
 
 
-def induced_edges(indptr, indices, nodes, return_eid=False):
+def induced_edges(indptr, indices, nodes, return_eid=False, rows=None, row_owner=None):
     """Reference of ``kernels.subgraph.induced_edges``: torch-sparse's loop
     (``neighbor_sample(directed=False)``) in tensor ops: for each node in
-    local order, its row in CSC order, the neighbours among ``nodes`` kept
-    (a repeated node answers with its first position)."""
+    local order (or each of ``rows``, for node ``row_owner``), its row in
+    CSC order, the neighbours among ``nodes`` kept (a repeated node answers
+    with its first position)."""
     device = nodes.device
     n = nodes.numel()
-    start = indptr[nodes]
-    degree = indptr[nodes + 1] - start
-    owner = torch.repeat_interleave(torch.arange(n, device=device), degree)
+    if rows is None:
+        rows, row_owner = nodes, torch.arange(n, device=device)
+    start = indptr[rows]
+    degree = indptr[rows + 1] - start
+    row = torch.repeat_interleave(torch.arange(rows.numel(), device=device), degree)
     first = torch.cumsum(degree, 0) - degree
-    pos = start[owner] + torch.arange(owner.numel(), device=device) - first[owner]
+    pos = start[row] + torch.arange(row.numel(), device=device) - first[row]
     src = indices[pos].to(torch.int64)
     order = torch.sort(nodes, stable=True)
     at = torch.searchsorted(order.values, src).clamp(max=max(n - 1, 0))
     hit = order.values[at] == src  # (no candidate when there is no node)
-    edge_index = torch.stack([order.indices[at][hit], owner[hit]])
+    edge_index = torch.stack([order.indices[at][hit], row_owner[row][hit]])
     return edge_index[0], edge_index[1], pos[hit] if return_eid else None
 
 

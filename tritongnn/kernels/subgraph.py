@@ -111,7 +111,8 @@ def _write_kernel(
 @on_device_of("nodes")
 def induced_edges(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor, id_map: IdMap | None = None,
                   return_eid: bool = False, hot_indptr: torch.Tensor | None = None,
-                  hot_indices: torch.Tensor | None = None):
+                  hot_indices: torch.Tensor | None = None, rows: torch.Tensor | None = None,
+                  row_owner: torch.Tensor | None = None):
     """Every edge of the graph between two of ``nodes`` (the induced subgraph).
 
     Args:
@@ -125,12 +126,17 @@ def induced_edges(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tens
         return_eid: also return each edge's CSC position.
         hot_indptr, hot_indices: the adjacency cache's GPU copies of the
             arrays' prefixes (``kernels.sample.sample_neighbors``), or None.
+        rows, row_owner: the CSC rows to read instead of ``nodes``' own
+            (``[m]`` int64; a heterogeneous graph's segments,
+            ``sampling.hetero_layout``) and the local id of the node each
+            row is for (``[m]`` int64, the edges' target); None: row ``i``
+            is node ``i``'s.
 
     Returns:
         ``(src, dst, pos)``: ``[M]`` int64 local ids of each edge's source
         and target (the two rows of one ``[2, M]`` tensor), grouped by
-        target in local order, each target's edges in CSC order; ``pos`` the
-        CSC positions (or None).
+        row (target) in local order, each row's edges in CSC order; ``pos``
+        the CSC positions (or None).
 
     Example:
         >>> src, dst, pos = induced_edges(graph.indptr, graph.indices, out.node, return_eid=True)
@@ -142,8 +148,10 @@ def induced_edges(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tens
     if (hot_indptr is None) != (hot_indices is None):
         raise ValueError("hot_indptr and hot_indices come together (the adjacency cache)")
     device = nodes.device
+    if (rows is None) != (row_owner is None):
+        raise ValueError("rows and row_owner come together")
     if not use_triton(device):
-        return reference.induced_edges(indptr, indices, nodes, return_eid)
+        return reference.induced_edges(indptr, indices, nodes, return_eid, rows, row_owner)
     check_readable(indptr, device, "indptr")
     check_readable(indices, device, "indices")
     tiered = hot_indices is not None
@@ -157,18 +165,21 @@ def induced_edges(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tens
         id_map = IdMap(indptr.numel() - 1, 1, n, device)
     nodes = nodes.contiguous()
     id_map.start(nodes)
-    count = torch.full((1,), n, dtype=torch.int64, device=device)
-    rows = classify_frontier(indptr, nodes, count, -1, hot_indptr=hot_indptr)
-    num_cand = int(rows.edge_ptr[-1])  # (a sync: the candidates' buffers)
+    read = nodes if rows is None else rows.contiguous()
+    count = torch.full((1,), read.numel(), dtype=torch.int64, device=device)
+    rows_read = classify_frontier(indptr, read, count, -1, hot_indptr=hot_indptr)
+    num_cand = int(rows_read.edge_ptr[-1])  # (a sync: the candidates' buffers)
     if num_cand == 0:
         return edge_index[0], edge_index[1], edge_index[0] if return_eid else None
-    owner = torch.repeat_interleave(torch.arange(n, device=device), rows.degree, output_size=num_cand)
+    # each candidate's row (the kernels' "owner"; the target, where rows are the nodes')
+    owner = torch.repeat_interleave(torch.arange(read.numel(), device=device), rows_read.degree,
+                                    output_size=num_cand)
     found = torch.empty(num_cand, dtype=torch.int64, device=device)
     programs = triton.cdiv(num_cand, _BLOCK)
     hits = torch.empty(programs, dtype=torch.int64, device=device)
     table, tag, cap_mask, hash_shift, empty, direct = id_map.lookup_args()
     hot = hot_indices if tiered else indices
-    _count_kernel[(programs,)](indices, hot, owner, rows.row_start, rows.offsets, rows.degree, table, tag,
+    _count_kernel[(programs,)](indices, hot, owner, rows_read.row_start, rows_read.offsets, rows_read.degree, table, tag,
                                found, hits, num_cand, hot.numel(), cap_mask, hash_shift, EMPTY=empty,
                                DIRECT=direct, TIERED=tiered, BLOCK=_BLOCK)
     ends = torch.cumsum(hits, 0)
@@ -176,9 +187,11 @@ def induced_edges(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tens
     edge_index = torch.empty((2, num_edges), dtype=torch.int64, device=device)
     pos = torch.empty(num_edges, dtype=torch.int64, device=device) if return_eid else None
     if num_edges:
-        _write_kernel[(programs,)](found, owner, rows.row_start, rows.offsets, rows.degree, ends - hits,
+        _write_kernel[(programs,)](found, owner, rows_read.row_start, rows_read.offsets, rows_read.degree, ends - hits,
                                    edge_index[0], edge_index[1], edge_index[0] if pos is None else pos, num_cand,
                                    WRITE_EID=return_eid, BLOCK=_BLOCK)
+        if row_owner is not None:  # each row's target node
+            torch.index_select(row_owner, 0, edge_index[1].clone(), out=edge_index[1])
     return edge_index[0], edge_index[1], pos
 
 

@@ -159,8 +159,9 @@ def check_data(data) -> Data:
         kinds = ", ".join(type(part).__name__ for part in data)
         raise TypeError(f"data as a tuple must be a (FeatureStore, GraphStore) pair, got ({kinds})")
     if not isinstance(data, Data):
-        if type(data).__name__ == "HeteroData":
-            raise NotImplementedError("HeteroData (heterogeneous graphs) is not supported yet")
+        if type(data).__name__ == "HeteroData":  # (NeighborLoader takes one: loader.hetero)
+            raise NotImplementedError("HeteroData (heterogeneous graphs) is supported by NeighborLoader only so "
+                                      "far")
         raise TypeError(f"data must be a torch_geometric.data.Data or a (FeatureStore, GraphStore) pair, "
                         f"got {type(data).__name__}")
     if "edge_index" not in data:
@@ -175,24 +176,24 @@ def check_data(data) -> Data:
     return data
 
 
-def check_edge_index(edge_index) -> None:
-    """``data.edge_index`` as the graph's build reads it: a dense ``[2, E]``
-    tensor of integer node ids that holds data (ids in range are checked
-    as the build reads them)."""
+def check_edge_index(edge_index, name: str = "data.edge_index") -> None:
+    """``data.edge_index`` (``name``) as the graph's build reads it: a dense
+    ``[2, E]`` tensor of integer node ids that holds data (ids in range are
+    checked as the build reads them)."""
     if not isinstance(edge_index, torch.Tensor):
         kind = type(edge_index)
         hint = " (torch.from_numpy makes one over the same memory)" if isinstance(edge_index, np.ndarray) else ""
-        raise TypeError(f"data.edge_index must be a torch.Tensor of shape [2, num_edges], got "
+        raise TypeError(f"{name} must be a torch.Tensor of shape [2, num_edges], got "
                         f"{kind.__module__}.{kind.__name__}{hint}")
     if edge_index.is_meta:
-        raise ValueError(f"data.edge_index is a meta tensor of shape {tuple(edge_index.shape)}: it holds no "
+        raise ValueError(f"{name} is a meta tensor of shape {tuple(edge_index.shape)}: it holds no "
                          f"node ids to build the graph from")
     if edge_index.layout != torch.strided:
-        raise TypeError(f"data.edge_index must be a dense tensor, got layout {edge_index.layout}")
+        raise TypeError(f"{name} must be a dense tensor, got layout {edge_index.layout}")
     if edge_index.dtype.is_floating_point or edge_index.dtype.is_complex or edge_index.dtype == torch.bool:
-        raise TypeError(f"data.edge_index must hold integer node ids, got dtype {edge_index.dtype}")
+        raise TypeError(f"{name} must hold integer node ids, got dtype {edge_index.dtype}")
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise ValueError(f"data.edge_index must have shape [2, num_edges], got {tuple(edge_index.shape)}")
+        raise ValueError(f"{name} must have shape [2, num_edges], got {tuple(edge_index.shape)}")
 
 
 def named_attribute(data: Data, argument: str, name, what: str, kind: str, missing: str | None = None):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 
 import torch
+from torch_geometric.data import HeteroData
 
 from ..cache.dual import CacheStats
 from ..cache.dynamic import DynamicCacheConfig
@@ -57,7 +58,8 @@ class NeighborLoader:
     """A GPU drop-in for ``torch_geometric.loader.NeighborLoader``.
 
     Args:
-        data: a ``Data`` with ``edge_index`` or a ``(FeatureStore, GraphStore)`` pair (``tritongnn.stores``), unchanged.
+        data: a ``Data`` with ``edge_index`` or a ``(FeatureStore, GraphStore)`` pair (``tritongnn.stores``), unchanged;
+            a ``HeteroData`` makes a ``loader.hetero.HeteroNeighborLoader``.
         num_neighbors: fanout per hop, e.g. ``[15, 10, 5]``; -1 = all.
         input_nodes: seed ids (a tensor, list, tuple or range), a bool mask, or None
             for every node. Batches' ``input_id`` are as PyG's: a mask's node
@@ -228,6 +230,12 @@ class NeighborLoader:
     """
 
     _timed_seeds = False  # batches bring their seeds' times (LinkNeighborLoader's edge_label_time)
+
+    def __new__(cls, data=None, *args, **kwargs):
+        if cls is NeighborLoader and isinstance(data, HeteroData):  # (PyG's one class for both)
+            from .hetero import HeteroNeighborLoader  # (it builds on this class)
+            return super().__new__(HeteroNeighborLoader)
+        return super().__new__(cls)
 
     def __init__(self, data, num_neighbors, input_nodes=None, input_time=None,
                  replace: bool = False, *, batch_size: int = 1, shuffle: bool = False,

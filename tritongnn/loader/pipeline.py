@@ -40,9 +40,10 @@ def hand_over(batch: Data, ready, device, built: bool = True) -> torch.cuda.Stre
         if isinstance(input_id, torch.Tensor) and input_id.is_cuda:
             input_id.record_stream(consumer)
         return consumer
-    for value in batch.to_dict().values():
-        if isinstance(value, torch.Tensor) and value.is_cuda:
-            value.record_stream(consumer)
+    for store in batch.stores:  # (a HeteroData's every node and edge type)
+        for value in store.values():
+            if isinstance(value, torch.Tensor) and value.is_cuda:
+                value.record_stream(consumer)
     return consumer
 
 

@@ -13,7 +13,7 @@ from ..kernels.sample import MAX_FANOUT
 def check_num_neighbors(num_neighbors) -> list[int]:
     """Validate PyG's ``num_neighbors`` (a list of per-hop fanouts)."""
     if isinstance(num_neighbors, dict):
-        raise NotImplementedError("num_neighbors as a dict (heterogeneous graphs) is not supported yet")
+        raise TypeError("num_neighbors as a dict (by edge type) is for a HeteroData: pass a list of fanouts")
     if not isinstance(num_neighbors, (list, tuple)):
         raise TypeError(f"num_neighbors must be a list of ints, got {type(num_neighbors).__name__}")
     for hop, fanout in enumerate(num_neighbors):
