@@ -46,7 +46,7 @@ class Frame:
 
     def __eq__(self, other):
         return isinstance(other, Frame) and self.columns.keys() == other.columns.keys() and all(
-            torch.equal(value, other.columns[key]) for key, value in self.columns.items())
+            torch.equal(value.cpu(), other.columns[key].cpu()) for key, value in self.columns.items())
 
 
 def frame_of(rows, seed=0):

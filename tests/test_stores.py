@@ -42,11 +42,22 @@ def in_layout(edge_index, layout):
     return (row[order], ptr), edge_index[:, order]
 
 
+class HostFeatureStore(MyFeatureStore):
+    """PyG's test store, its rows looked up by ids from any device: PyG's
+    loader asks it for the GPU sampler's ids, and its lookup compares them
+    with its own CPU index."""
+
+    def _get_tensor(self, attr):
+        if isinstance(attr.index, torch.Tensor):
+            attr.index = attr.index.cpu()
+        return super()._get_tensor(attr)
+
+
 def stores(layout="coo", size=(N, N), group_name=None, seed=0, **extra):
-    """A ``MyFeatureStore`` (``x``, ``y``, ``extra``) and a ``MyGraphStore``
+    """A ``HostFeatureStore`` (``x``, ``y``, ``extra``) and a ``MyGraphStore``
     holding the graph in ``layout``, and that graph's COO in store order."""
     parts = graph(seed)
-    feature_store, graph_store = MyFeatureStore(), MyGraphStore()
+    feature_store, graph_store = HostFeatureStore(), MyGraphStore()
     for name, value in dict(x=parts["x"], y=parts["y"], **extra).items():
         feature_store.put_tensor(value, group_name=group_name, attr_name=name, index=None)
     held, coo = in_layout(parts["edge_index"], layout)
