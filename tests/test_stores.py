@@ -201,15 +201,25 @@ def hetero_data_as_both():
     return data, data
 
 
+def test_typed_edges_read_as_a_hetero_data():
+    # PyG's test_custom_neighbor_loader pattern: a HeteroData as both stores
+    data = hetero_data_as_both()[0]
+    batch = next(iter(NeighborLoader((data, data), [-1], input_nodes=("paper", [1]), batch_size=1, device="cpu")))
+    assert batch["paper"].n_id.tolist() == [1, 0] and batch["paper"].num_nodes == 2  # (set: stores give it)
+    assert torch.equal(batch["paper"].x, data["paper"].x[[1, 0]])
+    assert batch["paper", "cites", "paper"].e_id.tolist() == [0]
+    with pytest.raises(NotImplementedError, match="read by NeighborLoader only"):
+        PyGSampler((data, data), [2])
+
+
 def no_edges():
     feature_store, _, _, _ = stores()
     return feature_store, MyGraphStore()
 
 
 @pytest.mark.parametrize("make, error, match", [
-    (typed_edges, NotImplementedError, "heterogeneous"),
-    (hetero_data_as_both, NotImplementedError, r"typed edges \('paper', 'cites', 'paper'\) \(heterogeneous"),
-    (two_node_types, NotImplementedError, r"several node types \(None, author: heterogeneous"),
+    (typed_edges, ValueError, r"mixes typed edges \('a', 'to', 'b'\) and untyped ones"),
+    (two_node_types, ValueError, r"several node types \(None, author\) over untyped edges"),
     (lambda: stores(z=torch.zeros(N - 1))[:2], ValueError, "'z' has 59 rows, expected one row a node"),
     (a_scalar, ValueError, "'z' is a scalar"),
     (lambda: stores(size=(40, 40))[:2], ValueError, r"graph store's edge index \(\w+\) holds node id \d+, outside"),

@@ -25,6 +25,7 @@ from ..memory import check_reserve
 from ..sampling.arguments import check_num_neighbors
 from ..sampling.hetero import HeteroSampler
 from ..sampling.hetero_layout import HeteroLayout
+from ..stores import as_hetero_data, is_store_pair
 from . import arguments
 from .call import OnePass
 from .growth import CacheGrowth
@@ -160,6 +161,8 @@ class HeteroNeighborLoader(NeighborLoader):
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
         self.memory_reserve = check_reserve(memory_reserve)
+        if is_store_pair(data):
+            data = as_hetero_data(data)  # (PyG's remote back-ends, read once)
         self.layout = layout = HeteroLayout.of(data)
         edge_indices = _check_edges(data, layout)
         self.num_neighbors = hetero_fanouts(num_neighbors, layout.edge_types)
@@ -239,12 +242,11 @@ class HeteroNeighborLoader(NeighborLoader):
             torch.cuda.current_stream(self.device).synchronize()
 
     def _features(self, store, node_type: str):
-        """A node type's attributes (``arguments.split_attributes``) and its
-        ``x`` checked, as for a ``Data``."""
-        one = Data(**dict(store))
-        one.num_nodes = self.layout.num_nodes_of(node_type)
+        """A node type's attributes (``arguments.split_attributes``: its
+        batches carry ``num_nodes`` where it is set) and its ``x`` checked,
+        as for a ``Data``."""
         try:
-            return arguments.split_attributes(one, one.num_nodes, self.device)
+            return arguments.split_attributes(Data(**dict(store)), self.layout.num_nodes_of(node_type), self.device)
         except (TypeError, ValueError) as error:  # the message names data.x: say whose
             raise type(error)(f"data[{node_type!r}]: {error}") from error
 

@@ -109,7 +109,8 @@ class HeteroAssembler:
                 store[key] = value.index_select(dim, n_id)
             for key, value in attrs.graph.items():
                 store[key] = value
-            store.num_nodes = n_id.numel()
+            if attrs.set_num_nodes:  # (PyG's filter_node_store_ sets it where data's store has it)
+                store.num_nodes = n_id.numel()
             if out.num_sampled_nodes is not None:
                 store.num_sampled_nodes = out.num_sampled_nodes[node_type]
         for edge_type, attrs in self.edge_attrs.items():

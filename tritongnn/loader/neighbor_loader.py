@@ -39,6 +39,7 @@ from ..memory import check_reserve
 from ..sampling.arguments import check_num_neighbors
 from ..sampling.sampler import NeighborSampler
 from ..sampling.temporal import time_sorted
+from ..stores import is_hetero_pair
 from . import arguments, temporal
 from .assemble import Assembler
 from .call import OnePass, batch_of
@@ -59,7 +60,7 @@ class NeighborLoader:
 
     Args:
         data: a ``Data`` with ``edge_index`` or a ``(FeatureStore, GraphStore)`` pair (``tritongnn.stores``), unchanged;
-            a ``HeteroData`` makes a ``loader.hetero.HeteroNeighborLoader``.
+            a ``HeteroData`` (or a pair with typed edges) makes a ``loader.hetero.HeteroNeighborLoader``.
         num_neighbors: fanout per hop, e.g. ``[15, 10, 5]``; -1 = all.
         input_nodes: seed ids (a tensor, list, tuple or range), a bool mask, or None
             for every node. Batches' ``input_id`` are as PyG's: a mask's node
@@ -232,7 +233,7 @@ class NeighborLoader:
     _timed_seeds = False  # batches bring their seeds' times (LinkNeighborLoader's edge_label_time)
 
     def __new__(cls, data=None, *args, **kwargs):
-        if cls is NeighborLoader and isinstance(data, HeteroData):  # (PyG's one class for both)
+        if cls is NeighborLoader and (isinstance(data, HeteroData) or is_hetero_pair(data)):  # (PyG's one class)
             from .hetero import HeteroNeighborLoader  # (it builds on this class)
             return super().__new__(HeteroNeighborLoader)
         return super().__new__(cls)
