@@ -198,7 +198,7 @@ def test_cora_accuracy():
     (dict(input_nodes=("paper", None)), NotImplementedError, "node type"),
     (dict(num_neighbors=[3, -2]), ValueError, r"num_neighbors\[1\] = -2"),
     (dict(num_neighbors=[3, 1.5]), TypeError, r"num_neighbors\[1\]"),
-    (dict(num_neighbors={"a": [1]}), TypeError, "dict \(by edge type\) is for a HeteroData"),
+    (dict(num_neighbors={"a": [1]}), TypeError, r"dict \(by edge type\) is for a HeteroData"),
     (dict(batch_size=0), ValueError, "batch_size"),
     (dict(placement="gpu"), ValueError, "placement"),
     (dict(generator=42), TypeError, "generator"),

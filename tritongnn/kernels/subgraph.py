@@ -179,8 +179,8 @@ def induced_edges(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tens
     hits = torch.empty(programs, dtype=torch.int64, device=device)
     table, tag, cap_mask, hash_shift, empty, direct = id_map.lookup_args()
     hot = hot_indices if tiered else indices
-    _count_kernel[(programs,)](indices, hot, owner, rows_read.row_start, rows_read.offsets, rows_read.degree, table, tag,
-                               found, hits, num_cand, hot.numel(), cap_mask, hash_shift, EMPTY=empty,
+    _count_kernel[(programs,)](indices, hot, owner, rows_read.row_start, rows_read.offsets, rows_read.degree,
+                               table, tag, found, hits, num_cand, hot.numel(), cap_mask, hash_shift, EMPTY=empty,
                                DIRECT=direct, TIERED=tiered, BLOCK=_BLOCK)
     ends = torch.cumsum(hits, 0)
     num_edges = int(ends[-1])  # (the second sync: the exact size)
