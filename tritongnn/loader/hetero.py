@@ -27,14 +27,12 @@ from ..sampling.hetero import HeteroSampler
 from ..sampling.hetero_layout import HeteroLayout
 from ..stores import as_hetero_data, is_store_pair
 from . import arguments
-from .call import OnePass
 from .growth import CacheGrowth
 from .hetero_assemble import EdgeAttributes, HeteroAssembler
-from .neighbor_loader import NeighborLoader
+from .neighbor_loader import NeighborLoader, loader_device
 from .placement import choose_placement
-from .replay import ReplayState
 from .schedule import Schedule
-from .shard import SeedShards, resolve_ranks
+from .shard import resolve_ranks
 from .tiers import working_sets
 from .timing import StageTimes
 
@@ -156,10 +154,7 @@ class HeteroNeighborLoader(NeighborLoader):
                                  placement=placement, prefetch=prefetch, generator=generator, seed=seed,
                                  feature_dtype=feature_dtype, share_host_memory=share_host_memory,
                                  cache_policy="profile")
-        self.device = torch.device(device if device is not None else
-                                   ("cuda" if torch.cuda.is_available() else "cpu"))
-        if self.device.type == "cuda" and self.device.index is None:
-            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.device = loader_device(device)
         self.memory_reserve = check_reserve(memory_reserve)
         if is_store_pair(data):
             data = as_hetero_data(data)  # (PyG's remote back-ends, read once)
@@ -177,9 +172,8 @@ class HeteroNeighborLoader(NeighborLoader):
         attribute_bytes = sum(sum(v.numel() * v.element_size() for v, _ in attrs.node.values()
                                   if isinstance(v, torch.Tensor)) for attrs, _ in features.values())
         width = max([1] + [x.size(1) for _, x in features.values() if x is not None])
-        per_hop = [sum(-1 if f[h] == -1 else f[h] for f in self.num_neighbors.values())
-                   for h in range(len(next(iter(self.num_neighbors.values()), [])))]
-        per_hop = [-1 if any(f[h] == -1 for f in self.num_neighbors.values()) else n for h, n in enumerate(per_hop)]
+        # a hop's fanout over all edge types (for the working set): their sum, -1 where one takes all
+        per_hop = [-1 if -1 in hop else sum(hop) for hop in zip(*self.num_neighbors.values())]
         chosen = choose_placement(
             placement, self.device, csc_bytes(max(layout.num_segments + 1, layout.num_nodes), layout.num_edges,
                                               True),
@@ -197,20 +191,7 @@ class HeteroNeighborLoader(NeighborLoader):
         self.super_batch, self.transform, self.prefetch = 1, transform, prefetch
         self.rank, self.world_size = resolve_ranks(rank, world_size)
         self.temporal = None
-        self.epoch = 0
-        self.open_pass = OnePass()
-        self._streams = None
-        self.replay = ReplayState()
-        self._shards = None
-        if self.world_size > 1:
-            shuffle_seed = 0 if seed is None else int(seed)
-            self._shards = SeedShards(self.input_nodes.numel(), self.rank, self.world_size, self.shuffle,
-                                      self.drop_last, shuffle_seed)
-            seed = (shuffle_seed * self.world_size + self.rank) % 2**63
-        if generator is None:
-            seed = int(torch.randint(0, 2**62, (1,))) if seed is None else int(seed)
-            generator = torch.Generator().manual_seed(seed)
-        self.generator = generator
+        self._start_passes(seed, generator)
 
         self.graph = layout.build_csc(edge_indices, self.device, pin=host)
         self.x = {}

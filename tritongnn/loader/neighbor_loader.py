@@ -55,6 +55,14 @@ from .timing import StageTimes
 _log = logging.getLogger("tritongnn")
 
 
+def loader_device(device) -> torch.device:
+    """``device`` as a loader keeps it: default CUDA if present, a bare
+    ``"cuda"`` as the current GPU."""
+    device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    return torch.device("cuda", torch.cuda.current_device()) if device.type == "cuda" and device.index is None \
+        else device
+
+
 class NeighborLoader:
     """A GPU drop-in for ``torch_geometric.loader.NeighborLoader``.
 
@@ -256,10 +264,7 @@ class NeighborLoader:
                                  placement=placement, prefetch=prefetch, generator=generator, seed=seed,
                                  feature_dtype=feature_dtype, share_host_memory=share_host_memory,
                                  cache_policy=cache_policy, disjoint=sampling["disjoint"])
-        self.device = torch.device(device if device is not None else
-                                   ("cuda" if torch.cuda.is_available() else "cpu"))
-        if self.device.type == "cuda" and self.device.index is None:
-            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.device = loader_device(device)
         self.memory_reserve = check_reserve(memory_reserve)
         self.num_neighbors = check_num_neighbors(num_neighbors)
         num_edges, feature_bytes = arguments.num_edges(data), arguments.feature_bytes(data.x, feature_dtype)
@@ -287,20 +292,7 @@ class NeighborLoader:
         self.temporal = temporal.loader_temporal(data, kwargs, input_time, self.input_nodes.numel(), num_edges,
                                                  self.world_size, build_dir, self.device, self._timed_seeds)
         edges, time_ids = time_sorted(data.edge_index, self.temporal)  # rows sorted by time
-        self.epoch = 0
-        self.open_pass = OnePass()
-        self._streams = None  # the producer's (sampling, gather, staging) streams: made once, one pass at a time
-        self.replay = ReplayState()  # the replayed batches' slots, kept across passes
-        self._shards = None
-        if self.world_size > 1:
-            shuffle_seed = 0 if seed is None else int(seed)
-            self._shards = SeedShards(self.input_nodes.numel(), self.rank, self.world_size, self.shuffle,
-                                      self.drop_last, shuffle_seed)
-            seed = (shuffle_seed * self.world_size + self.rank) % 2**63  # each rank samples its own neighbours
-        if generator is None:
-            seed = int(torch.randint(0, 2**62, (1,))) if seed is None else int(seed)
-            generator = torch.Generator().manual_seed(seed)
-        self.generator = generator
+        self._start_passes(seed, generator)
 
         attrs, features = arguments.split_attributes(data, num_nodes, self.device)
         builder = TierBuilder(device=self.device, placement=placement, rank=self.rank,
@@ -367,6 +359,25 @@ class NeighborLoader:
             # handed back, the model and the captures' pools can have them.
             torch.cuda.empty_cache()
         self.growth.start()  # (the pass's GPU peaks its own)
+
+    def _start_passes(self, seed, generator) -> None:
+        """The state passes share: the epoch, the open pass, the producer's
+        streams, the replay slots, this rank's seed shards and the generator
+        (one from ``seed`` where none is given)."""
+        self.epoch = 0
+        self.open_pass = OnePass()
+        self._streams = None  # the producer's (sampling, gather, staging) streams: made once, one pass at a time
+        self.replay = ReplayState()  # the replayed batches' slots, kept across passes
+        self._shards = None
+        if self.world_size > 1:
+            shuffle_seed = 0 if seed is None else int(seed)
+            self._shards = SeedShards(self.input_nodes.numel(), self.rank, self.world_size, self.shuffle,
+                                      self.drop_last, shuffle_seed)
+            seed = (shuffle_seed * self.world_size + self.rank) % 2**63  # each rank samples its own neighbours
+        if generator is None:
+            seed = int(torch.randint(0, 2**62, (1,))) if seed is None else int(seed)
+            generator = torch.Generator().manual_seed(seed)
+        self.generator = generator
 
     # -- what the pipeline calls ------------------------------------------
 

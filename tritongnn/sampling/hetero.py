@@ -27,9 +27,8 @@ from .arguments import within_kernel_fanouts
 from .captured import hop_sizes
 from .hetero_layout import HeteroLayout, HopClass
 from .outputs import batch_output, to_edge_ids
+from .sampler import _SYNC_ABOVE
 from .subgraph import check_subgraph_type
-
-_SYNC_ABOVE = 1 << 21  # frontier slots past which a hop syncs to trim its buffers (as NeighborSampler's)
 
 
 class HeteroSampler:
